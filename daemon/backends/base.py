@@ -1,0 +1,148 @@
+"""The index backend protocol: the only thing the daemon and the dedup worker know about an index.
+
+Three implementations sit beside this module: ``postgres`` (the embedded default, tables in the
+``nearsync`` schema), ``elasticsearch`` and ``opensearch``. Processes get one from
+:func:`daemon.backends.factory.create_backend` and never import a concrete backend.
+
+Versioning contract (external version): every write carries the change sequence of the tracking row
+it came from. A backend must apply a write only if its version is greater than the version it
+holds for that record (including the version of a delete, kept as a tombstone), so a stale write
+can never overwrite a newer one. Writes are idempotent: replaying a batch changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass(slots=True)
+class IndexDocument:
+    """One record as stored in the index.
+
+    Attributes:
+        table: tracked table name (``schema.table`` as configured), e.g. ``"public.ads"``.
+        record_id: the record's primary key rendered as text.
+        version: external version, the tracking row's change sequence (positive int64).
+        fields: field role -> value (``title``, ``body``, ``price`` (float), ``lat``/``lon``
+            (degrees), ``user``, ``category``, ``group``, ``created_at`` (ISO 8601 str), ...).
+            JSON-serialisable; ``None`` for a missing value.
+        scope: scope name -> value (e.g. ``{"user": "42"}``); candidates are only looked up within
+            the same scope values. Empty for a global scope.
+        keys: candidate keys (LSH band keys, simhash block keys, super tokens), each a short str.
+        signature: the serialised signature (``Signature.to_document()``), JSON-serialisable.
+    """
+
+    table: str
+    record_id: str
+    version: int
+    fields: dict[str, Any]
+    scope: dict[str, str] = field(default_factory=dict)
+    keys: list[str] = field(default_factory=list)
+    signature: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteOp:
+    """Remove ``record_id`` of ``table`` from the index, as of change sequence ``version``."""
+
+    table: str
+    record_id: str
+    version: int
+
+
+class Outcome(str, Enum):
+    """What became of one write.
+
+    ``APPLIED``: written. ``STALE``: the index already holds a newer version (harmless, not
+    retried). ``FAILED``: a permanent per-record error (e.g. a mapping error); the record goes the
+    dead-letter way while the rest of the batch goes on.
+    """
+
+    APPLIED = "applied"
+    STALE = "stale"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class WriteResult:
+    """Per-record outcome of :meth:`IndexBackend.write`, keyed by ``(table, record_id)``.
+
+    ``errors`` holds the error text for each ``FAILED`` record.
+    """
+
+    outcomes: dict[tuple[str, str], Outcome]
+    errors: dict[tuple[str, str], str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A record returned by a candidate lookup.
+
+    Attributes:
+        record_id: the candidate's id (text).
+        matched: how many of the query keys it shares (``>= min_match``).
+        document: the stored document, for scoring without another round trip.
+    """
+
+    record_id: str
+    matched: int
+    document: IndexDocument
+
+
+class TransientIndexError(Exception):
+    """The index could not be reached or asked us to slow down (timeouts, 429, 5xx).
+
+    Callers retry the whole operation with backoff; nothing is acknowledged meanwhile.
+    """
+
+
+class PermanentIndexError(Exception):
+    """A configuration-level index error that retrying cannot fix (bad credentials, bad mapping)."""
+
+
+@runtime_checkable
+class IndexBackend(Protocol):
+    """The index protocol. All methods are coroutines; all may raise :class:`TransientIndexError`."""
+
+    name: str
+
+    async def open(self) -> None:
+        """Connect and make sure the index (tables, or index + template + alias) exists."""
+
+    async def close(self) -> None:
+        """Release connections. Safe to call twice."""
+
+    async def write(
+        self, upserts: Sequence[IndexDocument], deletes: Sequence[DeleteOp]
+    ) -> WriteResult:
+        """Apply upserts and deletes with external versions; returns one outcome per record."""
+
+    async def get(self, table: str, record_ids: Sequence[str]) -> dict[str, IndexDocument]:
+        """Fetch live (not deleted) documents by id; missing ids are absent from the result."""
+
+    async def candidates(
+        self,
+        table: str,
+        keys: Sequence[str],
+        scope: Mapping[str, str],
+        *,
+        min_match: int = 1,
+        limit: int = 100,
+        exclude_id: str | None = None,
+    ) -> list[Candidate]:
+        """Documents of ``table`` in the same ``scope`` that share at least ``min_match`` of ``keys``.
+
+        Ordered by ``matched`` descending, at most ``limit`` of them; ``exclude_id`` is left out.
+        """
+
+    async def count(self, table: str) -> int:
+        """Number of live documents of ``table``."""
+
+    def iter_versions(self, table: str) -> AsyncIterator[tuple[str, int]]:
+        """Every live ``(record_id, version)`` of ``table``, in no particular order (for verify)."""
+
+    async def clear(self, table: str) -> None:
+        """Drop every document of ``table`` (tests and ``reindex --from-scratch``)."""
