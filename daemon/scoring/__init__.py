@@ -1,0 +1,14 @@
+"""Pure pair scoring for near-duplicate detection (no I/O).
+
+Public API: :class:`ScoringConfig` (``from_mapping``), :func:`score_pair` -> :class:`PairScore`,
+:func:`score_matrix`, :func:`decide`, and the per-field metrics in :mod:`daemon.scoring.metrics`.
+"""
+
+from daemon.scoring.combine import PairScore, field_similarity, score_matrix, score_pair
+from daemon.scoring.config import ClusterConfig, FieldSpec, ScoringConfig
+from daemon.scoring.decision import Decision, decide
+
+__all__ = [
+    "ClusterConfig", "Decision", "FieldSpec", "PairScore", "ScoringConfig",
+    "decide", "field_similarity", "score_matrix", "score_pair",
+]

@@ -1,0 +1,298 @@
+"""Scoring configuration: which fields are compared, how, how much they weigh, and the thresholds.
+
+Everything here is an immutable value object built once from the ``dedup`` section of the settings
+by :meth:`ScoringConfig.from_mapping`, which validates every key and raises
+:class:`daemon.errors.ConfigError` naming the dotted key on the first problem (unknown keys too).
+
+Settings shape (all optional; ``ScoringConfig.from_mapping({})`` gives the defaults)::
+
+    dedup:
+      duplicate_threshold: 90      # 0-100; score >= it -> "duplicate" (auto-reject)
+      potential_threshold: 70      # 0-100, <= duplicate; score >= it -> "potential_duplicate"
+      candidate_cap: 50            # max candidates scored per record (>= 1)
+      scope: user                  # user | group | category | global
+      strong_negative_cap: true    # disjoint model numbers/phones/e-mails forbid auto-reject
+      fields:                      # merged over the defaults, per field; `null` drops a field
+        title: {metric: token_set, weight: 3}
+        price: {metric: price, weight: 1, tolerance: 0.3}
+      cluster: {max_size: 50, min_density: 0.3, resolution: 1.0, seed: 42}
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from daemon.errors import ConfigError
+
+#: Metric name -> {parameter name: default}. Parameters of a metric are only accepted with it.
+METRIC_PARAMS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
+    {
+        # rapidfuzz JaroWinkler (Winkler 1990); prefix_weight <= 0.25 keeps the result in [0, 1].
+        "jaro_winkler": MappingProxyType({"prefix_weight": 0.1}),
+        # rapidfuzz Levenshtein normalized similarity, 1 - d / max(len(a), len(b)).
+        "levenshtein": MappingProxyType({}),
+        # rapidfuzz fuzz.token_set_ratio / 100.
+        "token_set": MappingProxyType({}),
+        # Jaccard of the text shingles estimated from the signature: "minhash" or "bottomk".
+        "jaccard": MappingProxyType({"estimator": "minhash"}),
+        # Simhash Hamming distance d mapped to max(0, 1 - d / max_distance).
+        "simhash": MappingProxyType({"max_distance": 24}),
+        # Set overlap of normalised values (signature list of the same name, or the field value);
+        # partial: similarity given when one value is a prefix of another of >= partial_min_len
+        # characters (e.g. "FS105" / "FS105NA"), 0 disables; negative: disjoint -> 0 (else None).
+        # ignore_quantities: drop "1080p", "120hz"-like values (see metrics.is_quantity).
+        "exact": MappingProxyType(
+            {"partial": 0.0, "partial_min_len": 4, "negative": True, "ignore_quantities": False}
+        ),
+        # Relative price difference |a-b| / max(a, b): 1 when equal, 0 at `tolerance` and beyond.
+        "price": MappingProxyType({"tolerance": 0.3}),
+        # Haversine distance between (lat_key, lon_key): 1 at 0 m, 0 at `radius_m` and beyond.
+        "geo": MappingProxyType({"radius_m": 2000.0, "lat_key": "lat", "lon_key": "lon"}),
+    }
+)
+
+SCOPES = ("user", "group", "category", "global")
+
+#: Default fields, tuned by reasoning for classified ads and product listings (see module docs
+#: of :mod:`daemon.scoring.combine`): the model number is the strongest evidence, then the title.
+DEFAULT_FIELDS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
+    {
+        "title": {"metric": "token_set", "weight": 3.0},
+        "models": {
+            "metric": "exact", "weight": 4.0, "partial": 0.9, "partial_min_len": 4,
+            "ignore_quantities": True,
+        },
+        "body": {"metric": "jaccard", "weight": 1.0},
+        "phones": {"metric": "exact", "weight": 1.5},
+        "emails": {"metric": "exact", "weight": 1.5},
+        "price": {"metric": "price", "weight": 1.0, "tolerance": 0.3},
+        "location": {"metric": "geo", "weight": 1.0, "radius_m": 2000.0},
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FieldSpec:
+    """How one field (role) is compared.
+
+    Attributes:
+        name: the field role (``title``, ``body``, ``price``...) or signature list (``models``,
+            ``phones``, ``emails``); ``location`` with the ``geo`` metric reads ``lat``/``lon``.
+        metric: one of :data:`METRIC_PARAMS`.
+        weight: relative weight (> 0) in the weighted mean.
+        params: the metric's parameters, defaults filled in (read-only mapping).
+    """
+
+    name: str
+    metric: str
+    weight: float
+    params: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    """Cluster splitting settings (see :func:`daemon.clusters.build_clusters`).
+
+    Attributes:
+        max_size: a connected component with more members is split (>= 2).
+        min_density: a component whose link density ``links / (n(n-1)/2)`` is lower is split
+            (0-1).
+        resolution: Leiden resolution parameter (> 0; higher gives smaller communities).
+        seed: random seed of the community detection (deterministic output).
+    """
+
+    max_size: int = 50
+    min_density: float = 0.3
+    resolution: float = 1.0
+    seed: int = 42
+
+
+@dataclass(frozen=True, slots=True)
+class ScoringConfig:
+    """The whole scoring configuration (immutable).
+
+    Attributes:
+        fields: the compared fields, in a stable order.
+        duplicate_threshold: score (0-100) from which a pair is a ``"duplicate"``.
+        potential_threshold: score (0-100, <= duplicate) from which it is ``"potential_duplicate"``.
+        candidate_cap: maximum number of candidates scored per record.
+        scope: where candidates are looked for: ``user``, ``group``, ``category`` or ``global``.
+        strong_negative_cap: when True, a pair whose model numbers, phones or e-mails are both
+            present and disjoint has its score capped just below ``duplicate_threshold``, so it
+            can go to a moderator but is never auto-rejected.
+        cluster: cluster splitting settings.
+    """
+
+    fields: tuple[FieldSpec, ...]
+    duplicate_threshold: float = 90.0
+    potential_threshold: float = 70.0
+    candidate_cap: int = 50
+    scope: str = "user"
+    strong_negative_cap: bool = True
+    cluster: ClusterConfig = ClusterConfig()
+
+    @classmethod
+    def from_mapping(cls, d: Mapping[str, Any] | None, prefix: str = "dedup") -> ScoringConfig:
+        """Build and validate a configuration from a plain mapping (e.g. parsed TOML/YAML).
+
+        Args:
+            d: the ``dedup`` section; ``None`` or ``{}`` gives the defaults.
+            prefix: dotted prefix used in error keys (``"dedup"`` -> ``"dedup.fields.title.weight"``).
+
+        Returns:
+            The validated :class:`ScoringConfig`.
+
+        Raises:
+            ConfigError: on an unknown key, a wrong type or an out-of-range value; ``.key`` is the
+                dotted key, e.g. ``"dedup.potential_threshold"``.
+        """
+        d = {} if d is None else d
+        _require_mapping(d, prefix)
+        allowed = {
+            "duplicate_threshold", "potential_threshold", "candidate_cap", "scope",
+            "strong_negative_cap", "fields", "cluster",
+        }
+        _reject_unknown(d, allowed, prefix)
+        dup = _number(d, "duplicate_threshold", 90.0, prefix, lo=0.0, hi=100.0)
+        pot = _number(d, "potential_threshold", 70.0, prefix, lo=0.0, hi=100.0)
+        if pot > dup:
+            raise ConfigError(
+                f"{prefix}.potential_threshold",
+                f"must be <= duplicate_threshold ({dup}), got {pot}",
+            )
+        cap = _integer(d, "candidate_cap", 50, prefix, lo=1)
+        scope = d.get("scope", "user")
+        if scope not in SCOPES:
+            raise ConfigError(f"{prefix}.scope", f"must be one of {', '.join(SCOPES)}, got {scope!r}")
+        neg_cap = d.get("strong_negative_cap", True)
+        if not isinstance(neg_cap, bool):
+            raise ConfigError(f"{prefix}.strong_negative_cap", f"must be a boolean, got {neg_cap!r}")
+        fields_ = _parse_fields(d.get("fields"), f"{prefix}.fields")
+        cluster = _parse_cluster(d.get("cluster"), f"{prefix}.cluster")
+        return cls(
+            fields=fields_, duplicate_threshold=dup, potential_threshold=pot, candidate_cap=cap,
+            scope=scope, strong_negative_cap=neg_cap, cluster=cluster,
+        )
+
+    def field(self, name: str) -> FieldSpec | None:
+        """Return the spec of field ``name``, or None when it is not compared."""
+        for spec in self.fields:
+            if spec.name == name:
+                return spec
+        return None
+
+
+def _require_mapping(value: Any, key: str) -> None:
+    if not isinstance(value, Mapping):
+        raise ConfigError(key, f"must be a mapping, got {type(value).__name__}")
+
+
+def _reject_unknown(d: Mapping[str, Any], allowed: set[str], prefix: str) -> None:
+    for k in d:
+        if k not in allowed:
+            raise ConfigError(f"{prefix}.{k}", f"unknown key; expected one of {', '.join(sorted(allowed))}")
+
+
+def _number(
+    d: Mapping[str, Any], name: str, default: float, prefix: str, *,
+    lo: float | None = None, hi: float | None = None, lo_open: bool = False,
+) -> float:
+    key = f"{prefix}.{name}"
+    value = d.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ConfigError(key, f"must be a finite number, got {value!r}")
+    value = float(value)
+    if lo is not None and (value <= lo if lo_open else value < lo):
+        raise ConfigError(key, f"must be {'>' if lo_open else '>='} {lo}, got {value}")
+    if hi is not None and value > hi:
+        raise ConfigError(key, f"must be <= {hi}, got {value}")
+    return value
+
+
+def _integer(d: Mapping[str, Any], name: str, default: int, prefix: str, *, lo: int) -> int:
+    key = f"{prefix}.{name}"
+    value = d.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(key, f"must be an integer, got {value!r}")
+    if value < lo:
+        raise ConfigError(key, f"must be >= {lo}, got {value}")
+    return value
+
+
+def _parse_fields(raw: Any, prefix: str) -> tuple[FieldSpec, ...]:
+    merged: dict[str, Any] = {name: dict(entry) for name, entry in DEFAULT_FIELDS.items()}
+    if raw is not None:
+        _require_mapping(raw, prefix)
+        for name, entry in raw.items():
+            key = f"{prefix}.{name}"
+            if not isinstance(name, str) or not name:
+                raise ConfigError(key, "field names must be non-empty strings")
+            if entry is None:
+                merged.pop(name, None)
+                continue
+            _require_mapping(entry, key)
+            base = merged.get(name, {})
+            if "metric" in entry and entry["metric"] != base.get("metric"):
+                base = {}  # another metric: the default's parameters no longer apply
+            merged[name] = {**base, **entry}
+    if not merged:
+        raise ConfigError(prefix, "at least one field must be compared")
+    specs = []
+    for name, entry in merged.items():
+        specs.append(_parse_field(name, entry, f"{prefix}.{name}"))
+    return tuple(specs)
+
+
+def _parse_field(name: str, entry: Mapping[str, Any], prefix: str) -> FieldSpec:
+    metric = entry.get("metric")
+    if metric not in METRIC_PARAMS:
+        raise ConfigError(f"{prefix}.metric", f"must be one of {', '.join(METRIC_PARAMS)}, got {metric!r}")
+    defaults = METRIC_PARAMS[metric]
+    _reject_unknown(entry, {"metric", "weight", *defaults}, prefix)
+    if "weight" not in entry:
+        raise ConfigError(f"{prefix}.weight", "is required")
+    weight = _number(entry, "weight", 1.0, prefix, lo=0.0, lo_open=True)
+    params: dict[str, Any] = {}
+    for pname, pdefault in defaults.items():
+        key = f"{prefix}.{pname}"
+        value = entry.get(pname, pdefault)
+        if pname == "prefix_weight":
+            value = _number(entry, pname, pdefault, prefix, lo=0.0, hi=0.25)
+        elif pname == "estimator":
+            if value not in ("minhash", "bottomk"):
+                raise ConfigError(key, f"must be 'minhash' or 'bottomk', got {value!r}")
+        elif pname == "max_distance":
+            value = _integer(entry, pname, pdefault, prefix, lo=1)
+            if value > 64:
+                raise ConfigError(key, f"must be <= 64, got {value}")
+        elif pname == "partial":
+            value = _number(entry, pname, pdefault, prefix, lo=0.0, hi=1.0)
+        elif pname == "partial_min_len":
+            value = _integer(entry, pname, pdefault, prefix, lo=1)
+        elif pname in ("negative", "ignore_quantities"):
+            if not isinstance(value, bool):
+                raise ConfigError(key, f"must be a boolean, got {value!r}")
+        elif pname in ("tolerance", "radius_m"):
+            value = _number(entry, pname, pdefault, prefix, lo=0.0, lo_open=True)
+        elif pname in ("lat_key", "lon_key"):
+            if not isinstance(value, str) or not value:
+                raise ConfigError(key, f"must be a non-empty string, got {value!r}")
+        params[pname] = value
+    return FieldSpec(name=name, metric=metric, weight=weight, params=MappingProxyType(params))
+
+
+def _parse_cluster(raw: Any, prefix: str) -> ClusterConfig:
+    if raw is None:
+        return ClusterConfig()
+    _require_mapping(raw, prefix)
+    _reject_unknown(raw, {"max_size", "min_density", "resolution", "seed"}, prefix)
+    return ClusterConfig(
+        max_size=_integer(raw, "max_size", 50, prefix, lo=2),
+        min_density=_number(raw, "min_density", 0.3, prefix, lo=0.0, hi=1.0),
+        resolution=_number(raw, "resolution", 1.0, prefix, lo=0.0, lo_open=True),
+        seed=_integer(raw, "seed", 42, prefix, lo=0),
+    )

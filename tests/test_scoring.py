@@ -1,0 +1,224 @@
+"""Unit tests of daemon.scoring: config validation, per-field metrics, combination, decision."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import xxhash
+
+from daemon.errors import ConfigError
+from daemon.scoring import PairScore, ScoringConfig, decide, score_matrix, score_pair
+from daemon.scoring import metrics as m
+
+CFG = ScoringConfig.from_mapping({})
+
+
+def _shingles(text: str) -> set[str]:
+    toks = re.findall(r"[a-z0-9]+", text.lower())
+    return {" ".join(toks[i : i + 3]) for i in range(max(1, len(toks) - 2))} if toks else set()
+
+
+def make_sig(fields: dict, models=(), phones=(), emails=()) -> dict:
+    """A hand-built serialised signature with the exact keys of Signature.to_document()."""
+    text = " ".join(x for x in (fields.get("title"), fields.get("body")) if x).lower()
+    sh = _shingles(text)
+    hashes = sorted({xxhash.xxh64_intdigest(s.encode()) for s in sh})
+    minhash = [min(xxhash.xxh64_intdigest(s.encode(), seed=i) for s in sh) for i in range(128)] if sh else []
+    return {
+        "v": 1, "params": "test", "simhash": 0, "minhash": minhash, "bottomk": hashes[:128],
+        "bands": [], "blocks": [], "geo": [], "super": [], "models": list(models),
+        "phones": list(phones), "emails": list(emails),
+        "tokens": re.findall(r"[a-z0-9]+", (fields.get("title") or "").lower()), "text": text,
+    }
+
+
+AD = {
+    "title": "Apple iPhone 12 Pro 128GB graphite, like new",
+    "body": "Selling my iPhone 12 Pro in very good condition. Battery health 91 percent. "
+    "Comes with original box and charger. No scratches on the screen. Pick up in the city centre.",
+    "price": 650.0, "lat": 33.5731, "lon": -7.5898, "user": "u1", "category": "phones",
+}
+
+
+# --- config -------------------------------------------------------------------------------------
+
+def test_defaults_load_and_are_sane() -> None:
+    assert CFG.potential_threshold <= CFG.duplicate_threshold
+    assert CFG.field("models").weight > CFG.field("title").weight > 0
+    assert CFG.scope == "user" and CFG.cluster.max_size >= 2
+
+
+@pytest.mark.parametrize(
+    ("mapping", "key"),
+    [
+        ({"fields": {"title": {"weight": 0}}}, "dedup.fields.title.weight"),
+        ({"fields": {"title": {"metric": "cosine", "weight": 1}}}, "dedup.fields.title.metric"),
+        ({"fields": {"price": {"metric": "price", "weight": 1, "tolerance": -1}}}, "dedup.fields.price.tolerance"),
+        ({"fields": {"title": {"metric": "token_set", "weight": 1, "radius_m": 5}}}, "dedup.fields.title.radius_m"),
+        ({"potential_threshold": 95}, "dedup.potential_threshold"),
+        ({"duplicate_threshold": 101}, "dedup.duplicate_threshold"),
+        ({"scope": "planet"}, "dedup.scope"),
+        ({"bogus": 1}, "dedup.bogus"),
+        ({"cluster": {"max_size": 1}}, "dedup.cluster.max_size"),
+        ({"cluster": {"min_density": "x"}}, "dedup.cluster.min_density"),
+        ({"candidate_cap": 0}, "dedup.candidate_cap"),
+        ({"fields": {"colour": {"metric": "exact"}}}, "dedup.fields.colour.weight"),
+    ],
+)
+def test_config_errors_name_the_dotted_key(mapping: dict, key: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        ScoringConfig.from_mapping(mapping)
+    assert exc.value.key == key
+    assert key in str(exc.value)
+
+
+def test_config_merges_fields_and_drops_null() -> None:
+    cfg = ScoringConfig.from_mapping(
+        {"fields": {"title": {"weight": 5}, "location": None, "category": {"metric": "exact", "weight": 1}}},
+        prefix="x",
+    )
+    assert cfg.field("title").weight == 5 and cfg.field("title").metric == "token_set"
+    assert cfg.field("location") is None
+    assert cfg.field("category").params["negative"] is True
+
+
+# --- metrics ------------------------------------------------------------------------------------
+
+def test_metrics_missing_sides_give_none() -> None:
+    assert m.levenshtein_similarity("abc", None) is None
+    assert m.jaro_winkler_similarity("  ", "abc") is None
+    assert m.token_set_similarity(None, None) is None
+    assert m.price_similarity(None, 3) is None
+    assert m.geo_similarity({"lat": 1.0}, {"lat": 1.0, "lon": 2.0}) is None
+    assert m.minhash_similarity([], [1]) is None
+    assert m.simhash_similarity(None, 5) is None
+    assert m.exact_similarity([], ["x"]) is None
+
+
+def test_text_metrics() -> None:
+    assert m.levenshtein_similarity("Sony KDL-40", "sony kdl 40") == 1.0
+    assert m.levenshtein_similarity("abcd", "abcf") == pytest.approx(0.75)
+    assert m.jaro_winkler_similarity("martha", "marhta") == pytest.approx(0.9611, abs=1e-3)
+    assert m.token_set_similarity("red bike for sale", "bike red for sale") == 1.0
+
+
+def test_sketch_metrics() -> None:
+    assert m.minhash_similarity([1, 2, 3, 4], [1, 2, 0, 0]) == 0.5
+    # k = 4: the 4 smallest of {1,2,3,5} ∪ {1,3,4,6} are {1,2,3,4}; in both: {1,3} -> 2/4
+    assert m.bottomk_similarity([1, 2, 3, 5], [1, 3, 4, 6]) == 0.5
+    # k = 2 (shorter sketch): {1,2}; in both: {1} -> 1/2
+    assert m.bottomk_similarity([1, 2], [1, 3, 4]) == 0.5
+    assert m.bottomk_similarity([1, 2], [1, 2]) == 1.0
+    assert m.simhash_similarity(-1, -1) == 1.0
+    assert m.simhash_similarity(0, 0b111) == pytest.approx(1 - 3 / 24)
+    assert m.simhash_similarity(0, -1) == 0.0  # 64 bits apart (signed int64 all ones)
+
+
+def test_exact_metric_shared_disjoint_partial() -> None:
+    assert m.exact_similarity(["KX-FA83"], ["kxfa83", "other"]) == 1.0
+    assert m.exact_similarity(["abc123"], ["xyz789"]) == 0.0
+    assert m.exact_similarity(["abc123"], ["xyz789"], negative=False) is None
+    assert m.exact_similarity(["fs105"], ["fs105na"], partial=0.9) == 0.9
+    assert m.exact_similarity(["mmv4205bt"], ["mmv4205baq"], partial=0.9) == pytest.approx(0.9 * 8 / 10)
+    assert m.exact_similarity(["kdl40v4100"], ["kdl40w5100"], partial=0.9) == 0.0
+    assert m.exact_similarity(["1080p"], ["1080p"], ignore_quantities=True) is None
+    assert m.is_quantity("120hz") and m.is_quantity("1920x1080") and not m.is_quantity("kdl40v4100")
+
+
+def test_price_and_geo() -> None:
+    assert m.price_similarity(100, 100) == 1.0
+    assert m.price_similarity(0, 0) == 1.0
+    assert m.price_similarity(100, 95, tolerance=0.3) == pytest.approx(1 - 0.05 / 0.3)
+    assert m.price_similarity(100, 60, tolerance=0.3) == 0.0
+    assert m.haversine_m(0, 0, 0, 1) == pytest.approx(111_195, rel=1e-3)
+    a, b = {"lat": 48.8566, "lon": 2.3522}, {"lat": 48.8566, "lon": 2.3522}
+    assert m.geo_similarity(a, b) == 1.0
+    assert m.geo_similarity(a, {"lat": 48.8666, "lon": 2.3522}, radius_m=2000) == pytest.approx(1 - 1112 / 2000, abs=0.01)
+    assert m.geo_similarity(a, {"lat": 49.8566, "lon": 2.3522}) == 0.0
+
+
+# --- combination and decision ------------------------------------------------------------------
+
+def test_exact_repost_is_duplicate() -> None:
+    s = make_sig(AD, models=["iphone12"], phones=["0612345678"])
+    ps = score_pair(AD, s, dict(AD), dict(s), CFG)
+    assert ps.score == 100.0 and decide(ps.score, CFG) == "duplicate"
+    assert ps.summary(limit=2) == "same model number, same title"
+    assert "same price" in ps.summary(limit=10)
+    json.dumps(ps.reasons)
+    assert set(ps.reasons["title"]) == {"metric", "similarity", "weight"}
+
+
+def test_typos_reordered_and_price_change_is_at_least_potential() -> None:
+    other = dict(AD)
+    other["title"] = "Apple iPhone 12 Pro 128 GB grafite like new"
+    other["body"] = (
+        "Comes with original box and charger. Selling my iPhone 12 Pro in very good condtion. "
+        "Battery health 91 percent. Pick up in the city centre. No scratches on the screen."
+    )
+    other["price"] = 650.0 * 1.05
+    ps = score_pair(AD, make_sig(AD), other, make_sig(other), CFG)
+    assert decide(ps.score, CFG) in ("duplicate", "potential_duplicate"), (ps.score, ps.reasons)
+    assert "price +5%" in ps.summary()
+
+
+def test_two_products_from_same_seller_are_not_flagged() -> None:
+    other = {
+        "title": "Samsung 55 inch QLED TV QE55Q60 with wall mount",
+        "body": "Big television, two years old, works perfectly, remote included, collection only.",
+        "price": 420.0, "lat": AD["lat"], "lon": AD["lon"], "user": "u1", "category": "tv",
+    }
+    ps = score_pair(AD, make_sig(AD, models=["iphone12"]), other, make_sig(other, models=["qe55q60"]), CFG)
+    assert decide(ps.score, CFG) is None, (ps.score, ps.summary())
+
+
+def test_missing_fields_are_skipped_and_weights_renormalised() -> None:
+    a = {"title": "Canon EOS 600D body", "body": None, "price": None}
+    b = {"title": "Canon EOS 600D body", "body": "Barely used", "price": 300.0}
+    ps = score_pair(a, make_sig(a), b, make_sig(b), CFG)
+    assert set(ps.reasons) == {"title"}
+    assert ps.score == 100.0
+    empty = score_pair({}, {}, {}, {}, CFG)
+    assert empty.score == 0.0 and empty.summary() == "no comparable fields"
+
+
+def test_disjoint_model_numbers_pull_the_score_down_and_block_auto_reject() -> None:
+    a = {"title": "Sony Bravia 40 inch LCD TV", "price": 899.0}
+    b = dict(a)
+    same = score_pair(a, make_sig(a, models=["kdl40v4100"]), b, make_sig(b, models=["kdl40v4100"]), CFG)
+    none = score_pair(a, make_sig(a), b, make_sig(b), CFG)
+    diff = score_pair(a, make_sig(a, models=["kdl40v4100"]), b, make_sig(b, models=["kdl40w5100"]), CFG)
+    assert same.score == 100.0 and none.score == 100.0
+    assert diff.score < CFG.potential_threshold
+    assert "different model number" in diff.summary()
+    # with a lighter model weight the score stays high, but the cap keeps it off auto-reject
+    light = ScoringConfig.from_mapping({"fields": {"models": {"weight": 0.2}}})
+    capped = score_pair(a, make_sig(a, models=["kdl40v4100"]), b, make_sig(b, models=["kdl40w5100"]), light)
+    assert capped.capped and decide(capped.score, light) == "potential_duplicate"
+
+
+def test_decide_thresholds_inclusive() -> None:
+    cfg = ScoringConfig.from_mapping({"duplicate_threshold": 90, "potential_threshold": 70})
+    assert decide(90.0, cfg) == "duplicate"
+    assert decide(89.9, cfg) == "potential_duplicate"
+    assert decide(70.0, cfg) == "potential_duplicate"
+    assert decide(69.9, cfg) is None
+
+
+def test_score_matrix_skips_self_and_repeats() -> None:
+    recs = {1: (AD, make_sig(AD)), 2: (AD, make_sig(AD))}
+    out = score_matrix(recs, [(1, 2), (2, 1), (1, 1)], CFG)
+    assert list(out) == [(1, 2)] and isinstance(out[(1, 2)], PairScore)
+
+
+def test_geo_field_and_simhash_metric() -> None:
+    cfg = ScoringConfig.from_mapping({"fields": {"body": {"metric": "simhash", "weight": 1}}})
+    a, b = dict(AD), dict(AD, lat=AD["lat"] + 0.05)  # ~5.6 km north
+    sa, sb = make_sig(a), make_sig(b)
+    sa["simhash"], sb["simhash"] = 0, 1
+    ps = score_pair(a, sa, b, sb, cfg)
+    assert ps.reasons["location"]["similarity"] == 0.0
+    assert ps.reasons["body"]["similarity"] == pytest.approx(1 - 1 / 24, abs=1e-4)
+    assert "km apart" in ps.details["location"]
