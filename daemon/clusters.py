@@ -1,0 +1,177 @@
+"""Duplicate clusters from scored links: union-find, then community detection on weak components.
+
+Similarity is not transitive, and one weak link can chain unrelated items into one component
+("Finding similar items", seed 002). So a connected component that is larger than ``max_size``
+or sparser than ``min_density`` is split with the Leiden algorithm (Traag, Waltman & van Eck
+2019, "From Louvain to Leiden: guaranteeing well-connected communities", Sci. Rep. 9:5233; via
+``leidenalg`` + ``igraph``), edge weights = scores, seeded and deterministic; when ``leidenalg``
+cannot be imported, networkx's Louvain (Blondel et al. 2008) is used instead. Splitting recurses
+into the parts that still break a rule, as long as the algorithm still divides them.
+
+Each cluster's **original** is its earliest member by ``order_key`` (created_at then id); the
+cluster id is derived from the original's id only, so it is stable across runs while the original
+stays the same.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import xxhash
+
+try:
+    import igraph
+    import leidenalg
+
+    _HAVE_LEIDEN = True
+except ImportError:  # pragma: no cover - depends on the environment
+    _HAVE_LEIDEN = False
+
+Link = tuple[Hashable, Hashable, float]
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    """One group of duplicates.
+
+    Attributes:
+        id: stable id, ``"c"`` + 16 hex digits of xxh64 of ``str(original)``.
+        original: the earliest member (by ``order_key``), the one the others duplicate.
+        members: all members, original first, then in ``order_key`` order (>= 2 members).
+    """
+
+    id: str
+    original: Hashable
+    members: tuple[Hashable, ...]
+
+
+def cluster_id(original: Hashable) -> str:
+    """Stable cluster id for an original record id: ``"c"`` + xxh64 hex of ``str(original)``."""
+    return "c" + xxhash.xxh64_hexdigest(str(original).encode("utf-8"))
+
+
+class _UnionFind:
+    def __init__(self) -> None:
+        self.parent: dict[Hashable, Hashable] = {}
+
+    def find(self, x: Hashable) -> Hashable:
+        self.parent.setdefault(x, x)
+        root = x
+        while self.parent[root] != root:
+            root = self.parent[root]
+        while self.parent[x] != root:  # path compression
+            self.parent[x], x = root, self.parent[x]
+        return root
+
+    def union(self, a: Hashable, b: Hashable) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[rb] = ra
+
+
+def _density(nodes: list[Hashable], edges: Mapping[frozenset, float]) -> float:
+    n = len(nodes)
+    return 1.0 if n < 2 else len(edges) / (n * (n - 1) / 2)
+
+
+def _communities(
+    nodes: list[Hashable], edges: Mapping[frozenset, float], resolution: float, seed: int
+) -> list[list[Hashable]]:
+    index = {v: i for i, v in enumerate(nodes)}
+    ordered = sorted(edges.items(), key=lambda kv: sorted(index[v] for v in kv[0]))
+    if _HAVE_LEIDEN:
+        g = igraph.Graph(n=len(nodes))
+        g.add_edges([tuple(sorted(index[v] for v in e)) for e, _ in ordered])
+        g.es["weight"] = [w for _, w in ordered]
+        part = leidenalg.find_partition(
+            g, leidenalg.RBConfigurationVertexPartition, weights="weight",
+            resolution_parameter=resolution, seed=seed,
+        )
+        groups = [[nodes[i] for i in sorted(c)] for c in part]
+    else:  # pragma: no cover - fallback
+        import networkx as nx
+
+        g = nx.Graph()
+        g.add_nodes_from(range(len(nodes)))
+        g.add_weighted_edges_from([(*sorted(index[v] for v in e), w) for e, w in ordered])
+        parts = nx.community.louvain_communities(g, weight="weight", resolution=resolution, seed=seed)
+        groups = [[nodes[i] for i in sorted(c)] for c in parts]
+    return [g_ for g_ in groups if g_]
+
+
+def _split(
+    nodes: list[Hashable], edges: Mapping[frozenset, float], max_size: int, min_density: float,
+    resolution: float, seed: int, depth: int = 0,
+) -> list[list[Hashable]]:
+    if len(nodes) <= max_size and _density(nodes, edges) >= min_density:
+        return [nodes]
+    parts = _communities(nodes, edges, resolution, seed)
+    if len(parts) <= 1 or depth >= 8:
+        return [nodes]  # the algorithm cannot divide it further: keep it whole
+    out: list[list[Hashable]] = []
+    for part in parts:
+        members = set(part)
+        sub = {e: w for e, w in edges.items() if e <= members}
+        out.extend(_split(part, sub, max_size, min_density, resolution, seed, depth + 1))
+    return out
+
+
+def build_clusters(
+    links: Iterable[Link],
+    order_key: Mapping[Hashable, Any] | Callable[[Hashable], Any],
+    *,
+    max_size: int = 50,
+    min_density: float = 0.3,
+    resolution: float = 1.0,
+    seed: int = 42,
+) -> list[Cluster]:
+    """Group records linked as duplicates into clusters, splitting over-large or sparse components.
+
+    Args:
+        links: ``(a_id, b_id, score)`` duplicate links, score 0-100 (the edge weight); self links
+            are ignored, a repeated pair keeps its highest score.
+        order_key: record id -> sortable creation key (e.g. ``(created_at, id)``), as a mapping
+            or a callable; the earliest member of a cluster is its original.
+        max_size: components with more members are split (see module docs).
+        min_density: components with link density ``links / (n(n-1)/2)`` below it are split.
+        resolution: Leiden (RB configuration model) resolution; higher gives smaller parts.
+        seed: seed of the community detection (same input -> same output).
+    Returns:
+        Clusters of >= 2 members (a member split off alone is in no cluster), sorted by the
+        original's order key; members are ordered by order key, original first.
+    Raises:
+        KeyError: when ``order_key`` is a mapping lacking a linked id.
+    """
+    key = order_key.__getitem__ if isinstance(order_key, Mapping) else order_key
+    edges: dict[frozenset, float] = {}
+    uf = _UnionFind()
+    for a, b, score in links:
+        if a == b:
+            continue
+        e = frozenset((a, b))
+        edges[e] = max(float(score), edges.get(e, float("-inf")))
+        uf.union(a, b)
+    components: dict[Hashable, list[Hashable]] = defaultdict(list)
+    for node in uf.parent:
+        components[uf.find(node)].append(node)
+    by_node_edges: dict[Hashable, dict[frozenset, float]] = defaultdict(dict)
+    for e, w in edges.items():
+        by_node_edges[uf.find(next(iter(e)))][e] = w
+    clusters: list[Cluster] = []
+    for root, nodes in components.items():
+        nodes.sort(key=key)
+        for part in _split(nodes, by_node_edges[root], max_size, min_density, resolution, seed):
+            if len(part) < 2:
+                continue
+            members = tuple(sorted(part, key=key))
+            clusters.append(Cluster(id=cluster_id(members[0]), original=members[0], members=members))
+    clusters.sort(key=lambda c: key(c.original))
+    return clusters
+
+
+def membership(clusters: Iterable[Cluster]) -> dict[Hashable, str]:
+    """Record id -> cluster id for every member of ``clusters``."""
+    return {m: c.id for c in clusters for m in c.members}

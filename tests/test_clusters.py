@@ -1,0 +1,72 @@
+"""Tests of daemon.clusters: components, splitting of weakly bridged groups, stable ids."""
+
+from __future__ import annotations
+
+import itertools
+
+from daemon.clusters import Cluster, build_clusters, cluster_id, membership
+
+
+def order(i: int) -> tuple[str, int]:
+    return (f"2024-01-01T00:{i:02d}:00", i)
+
+
+def test_small_components_and_originals() -> None:
+    links = [(3, 1, 95.0), (1, 2, 92.0), (10, 11, 99.0), (5, 5, 100.0)]
+    clusters = build_clusters(links, order)
+    assert [c.members for c in clusters] == [(1, 2, 3), (10, 11)]
+    assert clusters[0].original == 1 and clusters[0].id == cluster_id(1)
+    assert membership(clusters) == {1: clusters[0].id, 2: clusters[0].id, 3: clusters[0].id,
+                                    10: clusters[1].id, 11: clusters[1].id}
+
+
+def test_order_key_mapping_and_created_at_decides_original() -> None:
+    keys = {"x": ("2024-03-01", "x"), "y": ("2023-12-31", "y")}
+    (c,) = build_clusters([("x", "y", 91.0)], keys)
+    assert c.original == "y" and c.members == ("y", "x")
+
+
+def test_weak_bridge_between_two_dense_groups_is_split() -> None:
+    # nodes 0..29 chained A-B-C-...: two dense groups {0..14} and {15..29} (each fully linked,
+    # so the chain 0-1-...-14 and 15-...-29 is inside them) joined by one weak bridge 14-15
+    g1, g2 = range(0, 15), range(15, 30)
+    links = [(a, b, 95.0) for grp in (g1, g2) for a, b in itertools.combinations(grp, 2)]
+    links.append((14, 15, 71.0))  # the one weak bridge
+    assert len(build_clusters(links, order, max_size=50, min_density=0.3)) == 1  # dense enough
+    clusters = build_clusters(links, order, max_size=20, min_density=0.3)  # 30 > 20: split
+    assert sorted(c.members for c in clusters) == [tuple(g1), tuple(g2)]
+    assert [c.original for c in clusters] == [0, 15]
+
+
+def test_pure_chain_is_split_by_density() -> None:
+    links = [(i, i + 1, 91.0) for i in range(29)]  # density 29/435 < 0.3
+    clusters = build_clusters(links, order, max_size=50, min_density=0.3)
+    assert len(clusters) > 1
+    seen = [m for c in clusters for m in c.members]
+    assert len(seen) == len(set(seen))  # disjoint
+    assert all(c.members == tuple(range(c.original, c.original + len(c.members))) for c in clusters)
+    assert all(len(c.members) < 30 for c in clusters)
+
+
+def test_sparse_component_is_split_even_when_small() -> None:
+    # two triangles joined by one link: 7 links over 6 nodes -> density 7/15 >= 0.3 stays whole;
+    # with min_density 0.6 it is split at the bridge
+    links = [(0, 1, 95), (1, 2, 95), (0, 2, 95), (3, 4, 95), (4, 5, 95), (3, 5, 95), (2, 3, 75)]
+    assert len(build_clusters(links, order, min_density=0.3)) == 1
+    split = build_clusters(links, order, min_density=0.6)
+    assert sorted(c.members for c in split) == [(0, 1, 2), (3, 4, 5)]
+
+
+def test_ids_stable_when_membership_unchanged_and_deterministic() -> None:
+    links = [(a, b, 90.0 + (a * b) % 10) for a, b in itertools.combinations(range(12), 2) if (a + b) % 3]
+    first = build_clusters(links, order, max_size=5)
+    second = build_clusters(list(reversed(links)), order, max_size=5)
+    assert first == second
+    # adding an unrelated cluster leaves the existing ids alone
+    third = build_clusters(links + [(100, 101, 99.0)], order, max_size=5)
+    assert [c for c in third if 100 not in c.members] == first
+    assert all(isinstance(c, Cluster) and c.id == cluster_id(c.original) for c in third)
+
+
+def test_empty() -> None:
+    assert build_clusters([], order) == [] and membership([]) == {}
