@@ -1,0 +1,67 @@
+"""Record signatures for near-duplicate detection: the pure functional core of nearsync (no I/O).
+
+One record (title, body, location, category, user, …) → one :class:`Signature` holding a 64-bit
+simhash (Charikar 2002; Manku, Jain & Das Sarma, WWW 2007) with permuted-block keys, a MinHash
+(Broder 1997) with LSH band keys (Leskovec, Rajaraman & Ullman, MMDS ch. 3), a bottom-k sketch with an
+early-exit merge comparison, geohash cell + neighbour tokens, cross-field super tokens, extracted model
+numbers / phones / e-mails and normalised title tokens. All hashing is XXH3-64 with an explicit seed, so
+signatures are identical across processes and machines.
+
+Typical use::
+
+    params = SignatureParams.from_mapping(config.get("signatures", {}))
+    sig = compute_signature({"title": "...", "body": "...", "lat": 48.85, "lon": 2.35}, params)
+    doc = sig.to_document()          # stored in the search index
+    candidates = sig.keys()          # looked up in the index
+"""
+
+from __future__ import annotations
+
+from .bottomk import bottomk_jaccard, bottomk_similar, bottomk_sketch
+from .extract import emails, model_numbers, phone_numbers
+from .geo import geo_tokens, neighbours
+from .lsh import band_keys, lsh_params, s_curve, s_curve_table
+from .minhash import MINHASH_EMPTY, jaccard_from_minhash, minhash
+from .params import SIGNATURE_SCHEMA_VERSION, SignatureParams
+from .shingles import sentence_shingles, shingle_hashes, word_ngrams
+from .signature import DOCUMENT_KEYS, MAX_TEXT_CHARS, Signature, compute_signature
+from .simhash import block_keys, hamming, simhash, simhash_from_hashes
+from .supertokens import super_tokens
+from .text import LANGUAGES, TextOptions, normalise_text, sentences, tokens
+
+__all__ = [
+    "DOCUMENT_KEYS",
+    "LANGUAGES",
+    "MAX_TEXT_CHARS",
+    "MINHASH_EMPTY",
+    "SIGNATURE_SCHEMA_VERSION",
+    "Signature",
+    "SignatureParams",
+    "TextOptions",
+    "band_keys",
+    "block_keys",
+    "bottomk_jaccard",
+    "bottomk_similar",
+    "bottomk_sketch",
+    "compute_signature",
+    "emails",
+    "geo_tokens",
+    "hamming",
+    "jaccard_from_minhash",
+    "lsh_params",
+    "minhash",
+    "model_numbers",
+    "neighbours",
+    "normalise_text",
+    "phone_numbers",
+    "s_curve",
+    "s_curve_table",
+    "sentence_shingles",
+    "sentences",
+    "shingle_hashes",
+    "simhash",
+    "simhash_from_hashes",
+    "super_tokens",
+    "tokens",
+    "word_ngrams",
+]

@@ -1,0 +1,63 @@
+"""64-bit hashing helpers shared by the signature modules (xxhash only, never Python's ``hash()``).
+
+All hashes are XXH3-64 (xxhash >= 3.4) of UTF-8 bytes with an explicit 64-bit seed, so they are
+identical across processes, ``PYTHONHASHSEED`` values, platforms and Python versions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xxhash
+
+UINT64_MASK = (1 << 64) - 1
+INT63_MASK = (1 << 63) - 1
+
+_xxh3 = xxhash.xxh3_64_intdigest
+
+
+def hash64(text: str, seed: int = 0) -> int:
+    """Hash a string to an unsigned 64-bit int with XXH3-64.
+
+    Args:
+        text: any str; lone surrogates are encoded with ``surrogatepass`` so nothing raises.
+        seed: unsigned 64-bit seed.
+    Returns:
+        int in ``[0, 2**64)``.
+    """
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        data = text.encode("utf-8", "surrogatepass")
+    return _xxh3(data, seed)
+
+
+def hash_tokens(items: list[str], seed: int = 0) -> np.ndarray:
+    """Hash each string of ``items`` with :func:`hash64`.
+
+    Returns:
+        ``np.ndarray`` of dtype uint64 and shape ``(len(items),)``.
+    """
+    out = np.fromiter((_xxh3(t.encode("utf-8", "surrogatepass"), seed) for t in items), dtype=np.uint64, count=len(items))
+    return out
+
+
+def hex16(data: bytes, seed: int = 0) -> str:
+    """XXH3-64 of raw bytes as 16 lower-case hex characters."""
+    return format(_xxh3(data, seed), "016x")
+
+
+def to_signed64(value: int) -> int:
+    """Map an unsigned 64-bit int (``[0, 2**64)``) to the signed int64 with the same bits.
+
+    Used for values stored in Elasticsearch ``long`` fields. Raises ``ValueError`` when out of range.
+    """
+    if not 0 <= value <= UINT64_MASK:
+        raise ValueError(f"not an unsigned 64-bit value: {value}")
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def to_unsigned64(value: int) -> int:
+    """Inverse of :func:`to_signed64`: a signed int64 (``[-2**63, 2**63)``) to its unsigned bit pattern."""
+    if not -(1 << 63) <= value < 1 << 63:
+        raise ValueError(f"not a signed 64-bit value: {value}")
+    return value & UINT64_MASK

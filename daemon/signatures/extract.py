@@ -1,0 +1,68 @@
+"""Entity extraction from normalised text: model numbers, phone numbers, e-mail addresses.
+
+All functions take text already passed through :func:`daemon.signatures.text.normalise_text` (lower
+case, NFKC, markup removed) and return de-duplicated lists in order of first appearance.
+"""
+
+from __future__ import annotations
+
+import re
+
+_EMAIL = re.compile(r"[a-z0-9][a-z0-9._%+\-]{0,63}@[a-z0-9](?:[a-z0-9\-]{0,62}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9\-]{0,62}[a-z0-9])?)*\.[a-z]{2,24}")
+# A run of digits with the separators people type in phone numbers; a leading + or ( is allowed.
+_PHONE = re.compile(r"(?<![\w.])\+?\(?\d[\d\s().\-]{6,24}\d(?![\w])")
+_MODEL_CANDIDATE = re.compile(r"[^\W_]+(?:[-./][^\W_]+)*")
+_JOIN = re.compile(r"[-./]")
+
+MIN_MODEL_LENGTH = 4
+"""Shortest model number kept, counted on the joined form (``kdl40v4100`` has 10)."""
+MAX_MODEL_LENGTH = 32
+MIN_PHONE_DIGITS = 8
+MAX_PHONE_DIGITS = 15
+"""E.164 allows at most 15 digits; longer digit runs are not phone numbers."""
+MAX_ITEMS = 16
+"""At most this many values of each kind are kept per text (bounds the document and super tokens)."""
+
+
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))[:MAX_ITEMS]
+
+
+def model_numbers(normalised: str) -> list[str]:
+    """Model numbers: tokens mixing letters and digits, joined form (``-./`` removed) of length ≥ 4.
+
+    Args:
+        normalised: normalised text.
+    Returns:
+        Joined lower-case forms, e.g. ``"Sony KDL-40V4100"`` → ``["kdl40v4100"]``; at most :data:`MAX_ITEMS`.
+    """
+    out: list[str] = []
+    for tok in _MODEL_CANDIDATE.findall(normalised):
+        joined = _JOIN.sub("", tok)
+        if MIN_MODEL_LENGTH <= len(joined) <= MAX_MODEL_LENGTH and not joined.isalpha() and not joined.isdigit():
+            if any(c.isdigit() for c in joined) and any(c.isalpha() for c in joined):
+                out.append(joined)
+    return _unique(out)
+
+
+def phone_numbers(normalised: str) -> list[str]:
+    """Phone numbers: digit runs (with spaces, dots, dashes, parentheses, leading ``+``) of 8–15 digits.
+
+    Returns:
+        Digits only (``"+33 6 12-34-56-78"`` → ``"33612345678"``); at most :data:`MAX_ITEMS`.
+    """
+    out: list[str] = []
+    for m in _PHONE.findall(normalised):
+        digits = "".join(c for c in m if c.isdigit())
+        if MIN_PHONE_DIGITS <= len(digits) <= MAX_PHONE_DIGITS:
+            out.append(digits)
+    return _unique(out)
+
+
+def emails(normalised: str) -> list[str]:
+    """E-mail addresses, lower-cased (the input is already case-folded).
+
+    Returns:
+        ``list[str]`` such as ``["jean.dupont@example.fr"]``; at most :data:`MAX_ITEMS`.
+    """
+    return _unique(_EMAIL.findall(normalised))

@@ -1,0 +1,243 @@
+"""``Signature`` of one record and ``compute_signature`` (the pure functional core of nearsync).
+
+Defined results for bad input (never a crash):
+
+* ``None`` or missing text fields → empty text. ``bytes`` are decoded as UTF-8 with replacement;
+  ``int``/``float``/``Decimal`` are converted with ``str()``; any other type (list, dict, bool, …)
+  raises :class:`~daemon.errors.RecordError` naming the field.
+* Lone surrogates (``"\\ud800"``), NUL and control characters become spaces; markup is stripped.
+* The title is truncated to ``params.max_title_chars`` (default 1,000) and the body (with any extra
+  configured text fields appended) to ``params.max_body_chars`` (default 100,000) characters before
+  normalisation, so a 1 MB body costs the same as a 100 kB one.
+* No tokens at all (empty, punctuation- or emoji-only text): ``simhash`` 0, ``minhash`` all
+  :data:`~daemon.signatures.minhash.MINHASH_EMPTY` (2**61 - 1), ``bottomk`` ``[]`` and **no** band,
+  block or text-based super keys (so empty records are never candidates of each other).
+* Latitude/longitude missing, non-numeric, NaN/inf, out of range or exactly (0, 0) → ``geo == []``.
+* ``price`` is not part of the signature (scoring reads it from the record).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Mapping, Sequence
+
+from ..errors import RecordError
+from ._hashing import to_signed64
+from .bottomk import bottomk_sketch
+from .extract import emails, model_numbers, phone_numbers
+from .geo import geo_tokens
+from .lsh import band_keys
+from .minhash import minhash
+from .params import SIGNATURE_SCHEMA_VERSION, SignatureParams
+from .shingles import sentence_shingles, shingle_hashes, word_ngrams
+from .simhash import block_keys, simhash
+from .supertokens import super_tokens, title_sample
+from .text import normalise_text, sentences, tokens
+
+MAX_TEXT_CHARS = 2_000
+"""Length cap of the document's ``text`` field (normalised title + body)."""
+
+DOCUMENT_KEYS: tuple[str, ...] = (
+    "v", "params", "simhash", "minhash", "bottomk", "bands", "blocks", "geo", "super", "models", "phones", "emails", "tokens", "text",
+)
+_LIST_KEYS_INT = ("minhash", "bottomk")
+_LIST_KEYS_STR = ("bands", "blocks", "geo", "super", "models", "phones", "emails", "tokens")
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+@dataclass(frozen=True)
+class Signature:
+    """All signatures of one record (immutable). See :meth:`to_document` for field meanings.
+
+    Attributes:
+        v: schema version (:data:`SIGNATURE_SCHEMA_VERSION`); params: ``SignatureParams.fingerprint()``.
+        simhash: 64-bit simhash as a signed int64. minhash: ``num_perm`` ints in ``[0, 2**61 - 1]``.
+        bottomk: ≤ k sorted ints in ``[0, 2**63)``. bands, blocks, super: candidate keys.
+        geo: own geohash cell then neighbours. models, phones, emails: extracted entities.
+        tokens: distinct normalised title tokens. text: normalised title + body, ≤ 2,000 chars.
+    """
+
+    v: int
+    params: str
+    simhash: int
+    minhash: tuple[int, ...]
+    bottomk: tuple[int, ...]
+    bands: tuple[str, ...]
+    blocks: tuple[str, ...]
+    geo: tuple[str, ...]
+    super: tuple[str, ...]
+    models: tuple[str, ...]
+    phones: tuple[str, ...]
+    emails: tuple[str, ...]
+    tokens: tuple[str, ...]
+    text: str
+
+    def keys(self) -> list[str]:
+        """All candidate keys: bands, then simhash blocks, then super tokens; deduplicated, order stable."""
+        return list(dict.fromkeys((*self.bands, *self.blocks, *self.super)))
+
+    def to_document(self) -> dict[str, Any]:
+        """JSON-serialisable dict with exactly the keys of :data:`DOCUMENT_KEYS`; ints fit signed int64.
+
+        Returns:
+            ``{"v": int, "params": str, "simhash": int, "minhash": list[int], "bottomk": list[int],
+            "bands": list[str], "blocks": list[str], "geo": list[str], "super": list[str],
+            "models": list[str], "phones": list[str], "emails": list[str], "tokens": list[str], "text": str}``
+        """
+        doc: dict[str, Any] = {"v": self.v, "params": self.params, "simhash": self.simhash}
+        for key in DOCUMENT_KEYS[3:-1]:
+            doc[key] = list(getattr(self, key))
+        doc["text"] = self.text
+        return doc
+
+    @classmethod
+    def from_document(cls, d: Mapping[str, Any]) -> "Signature":
+        """Inverse of :meth:`to_document`.
+
+        Raises:
+            ValueError: a key is missing or unexpected, or a value has the wrong type/range.
+        """
+        if not isinstance(d, Mapping):
+            raise ValueError(f"signature document must be a mapping, got {type(d).__name__}")
+        missing = [k for k in DOCUMENT_KEYS if k not in d]
+        extra = [k for k in d if k not in DOCUMENT_KEYS]
+        if missing or extra:
+            raise ValueError(f"signature document keys: missing {missing}, unexpected {extra}")
+        for key in ("v", "simhash"):
+            _check_int(d[key], key)
+        if not isinstance(d["params"], str) or not isinstance(d["text"], str):
+            raise ValueError("signature document: 'params' and 'text' must be strings")
+        values: dict[str, Any] = {"v": d["v"], "params": d["params"], "simhash": d["simhash"], "text": d["text"]}
+        for key in _LIST_KEYS_INT:
+            values[key] = tuple(_check_int(x, key) for x in _check_list(d[key], key))
+        for key in _LIST_KEYS_STR:
+            items = _check_list(d[key], key)
+            if not all(isinstance(x, str) for x in items):
+                raise ValueError(f"signature document: {key!r} must be a list of strings")
+            values[key] = tuple(items)
+        return cls(**values)
+
+
+def _check_list(value: Any, key: str) -> Sequence[Any]:
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"signature document: {key!r} must be a list, got {type(value).__name__}")
+    return value
+
+
+def _check_int(value: Any, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not _INT64[0] <= value <= _INT64[1]:
+        raise ValueError(f"signature document: {key!r} must hold signed 64-bit integers, got {value!r}")
+    return value
+
+
+def _text_field(fields: Mapping[str, Any], name: str) -> str:
+    value = fields.get(name)
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", "replace")
+    if isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):
+        return str(value)
+    raise RecordError(f"field {name!r}: expected text, got {type(value).__name__}")
+
+
+def compute_signature(
+    fields: Mapping[str, Any],
+    params: SignatureParams | None = None,
+    idf: Mapping[str, float] | None = None,
+) -> Signature:
+    """Compute every signature of one record (pure; no I/O).
+
+    Args:
+        fields: role → value: ``title``, ``body`` (str | None), ``price`` (unused), ``lat``, ``lon``
+            (float | None), ``category``, ``user`` (str | None); keys configured in ``params.fields``
+            are appended to the body; other keys are ignored.
+        params: :class:`SignatureParams` (defaults when ``None``).
+        idf: optional token → IDF table weighting simhash features (``tf × idf``, 1.0 when absent).
+    Returns:
+        :class:`Signature`. See the module docstring for the result on empty or bad input.
+    Raises:
+        RecordError: ``fields`` is not a mapping, or a text field holds a non-text, non-number value.
+    """
+    if not isinstance(fields, Mapping):
+        raise RecordError(f"record fields must be a mapping, got {type(fields).__name__}")
+    p = params or _DEFAULT_PARAMS
+    seed = p.seed
+    title_opts, body_opts = p.text_options("title"), p.text_options("body")
+
+    title_raw = _text_field(fields, "title")[: p.max_title_chars]
+    body_raw = _text_field(fields, "body")
+    if p.extra_fields:
+        body_raw = "\n".join([body_raw, *(_text_field(fields, name) for name in p.extra_fields)])
+    body_raw = body_raw[: p.max_body_chars]
+    title_norm = normalise_text(title_raw, title_opts.fold_accents)
+    body_norm = normalise_text(body_raw, body_opts.fold_accents)
+
+    title_toks = tokens(title_norm, title_opts, normalised=True)
+    if p.bottomk_shingles == "sentences":
+        body_sent_toks = [tokens(s, body_opts, normalised=True) for s in sentences(body_norm)]
+        body_toks = [t for sent in body_sent_toks for t in sent]
+    else:
+        body_toks = tokens(body_norm, body_opts, normalised=True)
+    all_toks = title_toks + body_toks
+
+    # simhash (Charikar 2002) + permuted-table keys (Manku et al. 2007)
+    grams = word_ngrams(all_toks, p.shingle_n)
+    features = all_toks if p.simhash_features == "unigrams" else grams
+    simhash_value, blocks = 0, []
+    if features:
+        simhash_value = simhash(features, seed, idf)
+        blocks = block_keys(simhash_value, p.simhash_blocks, p.simhash_max_distance)
+
+    # MinHash (Broder 1997) + LSH bands (MMDS ch. 3)
+    gram_hashes = shingle_hashes(grams, seed)
+    mh = minhash(gram_hashes, p.num_perm, seed)
+    bands: list[str] = []
+    if gram_hashes.size:
+        b, r = p.bands_rows
+        bands = band_keys(mh, b, r, seed)
+
+    # bottom-k (Broder 1997; Cohen & Kaplan 2007)
+    if p.bottomk_shingles == "sentences":
+        sent = sentence_shingles([title_toks, *body_sent_toks])
+        bk = bottomk_sketch(shingle_hashes(sent, seed), p.bottomk_k)
+    else:
+        bk = bottomk_sketch(gram_hashes, p.bottomk_k)
+
+    both_norm = f"{title_norm} {body_norm}".strip()
+    models = model_numbers(both_norm)
+    geo = geo_tokens(fields.get("lat"), fields.get("lon"), p.geohash_precision)
+
+    components: dict[str, list[str]] = {
+        "title": title_sample(title_toks, p.super_title_tokens, seed),
+        "body": [format(v, "x") for v in bk[: p.super_title_tokens]],
+        "geo": geo[:1],
+        "model": models,
+    }
+    for role in ("category", "user"):
+        value = normalise_text(_text_field(fields, role)[: p.max_title_chars])
+        components[role] = [value] if value else []
+    supers = super_tokens(p.super_rules, components, p.super_max_per_rule, seed)
+
+    return Signature(
+        v=SIGNATURE_SCHEMA_VERSION,
+        params=p.fingerprint(),
+        simhash=to_signed64(simhash_value),
+        minhash=tuple(mh.tolist()),
+        bottomk=tuple(bk),
+        bands=tuple(bands),
+        blocks=tuple(blocks),
+        geo=tuple(geo),
+        super=tuple(supers),
+        models=tuple(models),
+        phones=tuple(phone_numbers(both_norm)),
+        emails=tuple(emails(both_norm)),
+        tokens=tuple(dict.fromkeys(title_toks)),
+        text=both_norm[:MAX_TEXT_CHARS],
+    )
+
+
+_DEFAULT_PARAMS = SignatureParams()

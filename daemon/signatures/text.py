@@ -1,0 +1,181 @@
+"""Text normalisation and tokenisation (pure functions).
+
+Pipeline of :func:`normalise_text`: lone surrogates, NUL and other control characters → space; HTML
+``<script>``/``<style>`` blocks and tags removed, entities unescaped; Unicode NFKC; case folding;
+optionally accents folded (NFKD, combining marks dropped); whitespace collapsed. Punctuation is kept
+so that the result stays readable (it is what the document's ``text`` field shows).
+
+:func:`tokens` then splits the normalised text into word tokens. A token is a run of letters/digits,
+optionally joined by internal ``-``, ``.`` or ``/`` (``kdl-40v4100``, ``33-1/3``, ``1.5``):
+
+* a joined token mixing letters and digits (a model number) is kept as is **and** in its joined form
+  (``kdl-40v4100`` → ``kdl-40v4100``, ``kdl40v4100``);
+* a joined token of digits only (``33-1/3``, ``4.99``) is kept whole;
+* a joined token of letters only (``wide-range``, ``www.example.com``) is split into its parts.
+
+Then, per :class:`TextOptions`: synonyms/abbreviations are replaced (from configuration), stop words
+are dropped, and words without digits are stemmed with Snowball (memoised; ~37 µs a word uncached).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Callable
+
+import snowballstemmer
+
+from .stopwords import STOPWORDS
+
+LANGUAGES: tuple[str, ...] = tuple(sorted(STOPWORDS))
+"""Languages accepted by :class:`TextOptions` (each has a stop-word list and a Snowball stemmer)."""
+
+_BAD_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+_SCRIPT_STYLE = re.compile(r"<(script|style)\b[^>]*>.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(r"<[!/]?[a-zA-Z][^<>]{0,2000}>|<!--.*?-->", re.DOTALL)
+_SPACES = re.compile(r"\s+")
+_TOKEN = re.compile(r"[^\W_]+(?:[-./][^\W_]+)*")
+_JOINERS = re.compile(r"[-./]")
+_SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+|\s*[\n\r]+\s*|\s*/\s+|\s+/\s*|\s+[|•·]\s+")
+
+
+@dataclass(frozen=True)
+class TextOptions:
+    """How one text field is tokenised.
+
+    Attributes:
+        language: ``"english"`` or ``"french"`` (:data:`LANGUAGES`): picks the stop-word list and stemmer.
+        stem: apply the Snowball stemmer to tokens without digits.
+        stopwords: drop the language's stop words (after synonym replacement).
+        fold_accents: fold accents (``é`` → ``e``) for matching.
+        synonyms: ``(from, to)`` pairs, e.g. ``("st", "saint")``; ``from`` is one normalised token
+            (``"st."`` normalises to ``"st"``), ``to`` may be several words. From configuration, not code.
+    """
+
+    language: str = "english"
+    stem: bool = True
+    stopwords: bool = True
+    fold_accents: bool = True
+    synonyms: tuple[tuple[str, str], ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if self.language not in STOPWORDS:
+            raise ValueError(f"unknown language {self.language!r}; expected one of {', '.join(LANGUAGES)}")
+
+
+def _fold_accents(text: str) -> str:
+    decomposed = unicodedata.normalize("NFKD", text)
+    return unicodedata.normalize("NFC", "".join(c for c in decomposed if not unicodedata.combining(c)))
+
+
+def normalise_text(text: str, fold_accents: bool = True) -> str:
+    """Normalise a text for matching and display (see the module docstring for the steps).
+
+    Args:
+        text: any ``str`` (invalid surrogates, NUL bytes, markup and emoji are accepted).
+        fold_accents: strip diacritics after case folding.
+    Returns:
+        The normalised ``str`` (may be empty); never raises for ``str`` input.
+    Raises:
+        TypeError: ``text`` is not a ``str``.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"normalise_text expects str, got {type(text).__name__}")
+    if not text:
+        return ""
+    text = _BAD_CHARS.sub(" ", text)
+    if "<" in text:
+        text = _TAG.sub(" ", _SCRIPT_STYLE.sub(" ", text))
+    if "&" in text:
+        text = html.unescape(text)
+        text = _BAD_CHARS.sub(" ", text)  # entities such as &#0; may decode to control characters
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text)
+    text = text.casefold()
+    if fold_accents and not text.isascii():
+        text = _fold_accents(text)
+    return _SPACES.sub(" ", text).strip()
+
+
+@lru_cache(maxsize=16)
+def _stemmer(language: str) -> Callable[[str], str]:
+    stem_word = snowballstemmer.stemmer(language).stemWord
+    return lru_cache(maxsize=200_000)(stem_word)
+
+
+@lru_cache(maxsize=64)
+def _stopwords(language: str, fold: bool) -> frozenset[str]:
+    return frozenset(normalise_text(w, fold) for w in STOPWORDS[language])
+
+
+@lru_cache(maxsize=256)
+def _synonym_map(synonyms: tuple[tuple[str, str], ...], fold: bool) -> dict[str, tuple[str, ...]]:
+    out: dict[str, tuple[str, ...]] = {}
+    for src, dst in synonyms:
+        key = _raw_tokens(normalise_text(src, fold))
+        if len(key) == 1:
+            out[key[0]] = tuple(_raw_tokens(normalise_text(dst, fold)))
+    return out
+
+
+def _raw_tokens(normalised: str) -> list[str]:
+    out: list[str] = []
+    for tok in _TOKEN.findall(normalised):
+        if len(tok) > 1 and _JOINERS.search(tok):
+            has_digit = any(c.isdigit() for c in tok)
+            has_alpha = any(c.isalpha() for c in tok)
+            if has_digit and has_alpha:
+                out.append(tok)
+                out.append(_JOINERS.sub("", tok))
+            elif has_digit:
+                out.append(tok)
+            else:
+                out.extend(_JOINERS.split(tok))
+        else:
+            out.append(tok)
+    return out
+
+
+DEFAULT_TEXT_OPTIONS = TextOptions()
+
+
+def tokens(text: str, options: TextOptions = DEFAULT_TEXT_OPTIONS, *, normalised: bool = False) -> list[str]:
+    """Split a text into normalised word tokens, in text order, duplicates kept.
+
+    Args:
+        text: raw text (normalised first with :func:`normalise_text`) or, with ``normalised=True``,
+            the output of :func:`normalise_text`.
+        options: per-field :class:`TextOptions` (language, stemming, stop words, synonyms).
+    Returns:
+        ``list[str]``; empty for empty, punctuation-only or emoji-only text.
+    Raises:
+        TypeError: ``text`` is not a ``str``.
+    """
+    if not normalised:
+        text = normalise_text(text, options.fold_accents)
+    toks = _raw_tokens(text)
+    if options.synonyms:
+        syn = _synonym_map(options.synonyms, options.fold_accents)
+        replaced: list[str] = []
+        for t in toks:
+            replaced.extend(syn.get(t, (t,)))
+        toks = replaced
+    if options.stopwords:
+        stop = _stopwords(options.language, options.fold_accents)
+        toks = [t for t in toks if t not in stop]
+    if options.stem:
+        stem = _stemmer(options.language)
+        toks = [t if not t.isalpha() else stem(t) for t in toks]
+    return toks
+
+
+def sentences(normalised: str) -> list[str]:
+    """Split a normalised text into sentences (on ``. ! ? ; :`` + space, line breaks, `` / `` and bullets).
+
+    Returns:
+        Non-empty, stripped sentence strings in text order.
+    """
+    return [s for s in (p.strip() for p in _SENTENCE_END.split(normalised)) if s]
