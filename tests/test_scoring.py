@@ -11,6 +11,7 @@ import xxhash
 from daemon.errors import ConfigError
 from daemon.scoring import PairScore, ScoringConfig, decide, score_matrix, score_pair
 from daemon.scoring import metrics as m
+from daemon.signatures import SignatureParams, compute_signature
 
 CFG = ScoringConfig.from_mapping({})
 
@@ -24,8 +25,9 @@ def make_sig(fields: dict, models=(), phones=(), emails=()) -> dict:
     """A hand-built serialised signature with the exact keys of Signature.to_document()."""
     text = " ".join(x for x in (fields.get("title"), fields.get("body")) if x).lower()
     sh = _shingles(text)
-    hashes = sorted({xxhash.xxh64_intdigest(s.encode()) for s in sh})
-    minhash = [min(xxhash.xxh64_intdigest(s.encode(), seed=i) for s in sh) for i in range(128)] if sh else []
+    mask = (1 << 63) - 1  # non-negative int64, as the signatures package stores them
+    hashes = sorted({xxhash.xxh64_intdigest(s.encode()) & mask for s in sh})
+    minhash = [min(xxhash.xxh64_intdigest(s.encode(), seed=i) & mask for s in sh) for i in range(128)] if sh else []
     return {
         "v": 1, "params": "test", "simhash": 0, "minhash": minhash, "bottomk": hashes[:128],
         "bands": [], "blocks": [], "geo": [], "super": [], "models": list(models),
@@ -106,11 +108,10 @@ def test_text_metrics() -> None:
 
 def test_sketch_metrics() -> None:
     assert m.minhash_similarity([1, 2, 3, 4], [1, 2, 0, 0]) == 0.5
-    # k = 4: the 4 smallest of {1,2,3,5} ∪ {1,3,4,6} are {1,2,3,4}; in both: {1,3} -> 2/4
-    assert m.bottomk_similarity([1, 2, 3, 5], [1, 3, 4, 6]) == 0.5
-    # k = 2 (shorter sketch): {1,2}; in both: {1} -> 1/2
-    assert m.bottomk_similarity([1, 2], [1, 3, 4]) == 0.5
+    # sketches shorter than k hold the whole sets: exact Jaccard |{1,3}| / |{1,2,3,4,5,6}|
+    assert m.bottomk_similarity([1, 2, 3, 5], [1, 3, 4, 6]) == pytest.approx(2 / 6)
     assert m.bottomk_similarity([1, 2], [1, 2]) == 1.0
+    assert m.bottomk_similarity([1, 2], [3, 4]) == 0.0
     assert m.simhash_similarity(-1, -1) == 1.0
     assert m.simhash_similarity(0, 0b111) == pytest.approx(1 - 3 / 24)
     assert m.simhash_similarity(0, -1) == 0.0  # 64 bits apart (signed int64 all ones)
@@ -222,3 +223,27 @@ def test_geo_field_and_simhash_metric() -> None:
     assert ps.reasons["location"]["similarity"] == 0.0
     assert ps.reasons["body"]["similarity"] == pytest.approx(1 - 1 / 24, abs=1e-4)
     assert "km apart" in ps.details["location"]
+
+
+# --- with the real signatures ------------------------------------------------------------------
+
+def _doc(fields: dict) -> dict:
+    return compute_signature(fields, SignatureParams()).to_document()
+
+
+def test_with_computed_signatures() -> None:
+    repost = score_pair(AD, _doc(AD), dict(AD), _doc(dict(AD)), CFG)
+    assert repost.score == 100.0 and decide(repost.score, CFG) == "duplicate"
+    edited = dict(AD, title="Apple iPhone 12 Pro 128 GB grafite like new", price=650.0 * 0.95)
+    edited["body"] = (
+        "Comes with original box and charger. Selling my iPhone 12 Pro in very good condtion. "
+        "Battery health 91 percent. Pick up in the city centre. No scratches on the screen."
+    )
+    assert decide(score_pair(AD, _doc(AD), edited, _doc(edited), CFG).score, CFG) is not None
+    tv = {"title": "Samsung 55 inch QLED TV QE55Q60 with wall mount", "body": "Big television, remote "
+          "included, collection only.", "price": 420.0, "lat": AD["lat"], "lon": AD["lon"]}
+    assert decide(score_pair(AD, _doc(AD), tv, _doc(tv), CFG).score, CFG) is None
+    a = {"title": "Sony Bravia 40 inch LCD TV KDL-40V4100", "price": 899.0}
+    b = {"title": "Sony Bravia 40 inch LCD TV KDL-40W5100", "price": 899.0}
+    diff = score_pair(a, _doc(a), b, _doc(b), CFG)
+    assert diff.reasons["models"]["similarity"] == 0.0 and decide(diff.score, CFG) != "duplicate"

@@ -16,10 +16,10 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
-import xxhash
 
 from daemon.metrics_eval import pair_prf
 from daemon.scoring import ScoringConfig, decide, score_matrix
+from daemon.signatures import SignatureParams, compute_signature
 
 DATA = Path("/work/shared/data/abt-buy")
 pytestmark = pytest.mark.skipif(not (DATA / "Abt.csv").exists(), reason="abt-buy data set absent")
@@ -38,30 +38,7 @@ def _price(s: str | None) -> float | None:
         return None
 
 
-def _fallback_sig(fields: dict) -> dict:
-    """A serialised signature built here while ``daemon.signatures`` is not importable."""
-    text = " ".join(x for x in (fields["title"], fields["body"]) if x).lower()
-    toks = re.findall(r"[a-z0-9]+", text)
-    sh = {" ".join(toks[i : i + 3]) for i in range(max(1, len(toks) - 2))} if toks else set()
-    models = set()
-    for t in re.findall(r"[a-z0-9]+(?:[-/.][a-z0-9]+)*", (fields["title"] or "").lower()):
-        j = re.sub(r"[^a-z0-9]", "", t)
-        if len(j) >= 4 and not j.isalpha() and not j.isdigit():
-            models.add(j)
-    return {
-        "v": 1, "params": "fallback", "simhash": 0,
-        "minhash": [min(xxhash.xxh64_intdigest(s.encode(), seed=i) for s in sh) for i in range(128)] if sh else [],
-        "bottomk": sorted(xxhash.xxh64_intdigest(s.encode()) for s in sh)[:128],
-        "bands": [], "blocks": [], "geo": [], "super": [], "models": sorted(models), "phones": [],
-        "emails": [], "tokens": re.findall(r"[a-z0-9]+", (fields["title"] or "").lower()), "text": text,
-    }
-
-
 def _signer():
-    try:
-        from daemon.signatures import SignatureParams, compute_signature
-    except ImportError:
-        return _fallback_sig, "fallback signatures (test-local)"
     params = SignatureParams()
     return (lambda f: compute_signature(f, params).to_document()), "daemon.signatures"
 
@@ -98,7 +75,7 @@ def block(recs: dict[str, tuple[dict, dict]], per_record: int = 10) -> list[tupl
     for k in (k for k in recs if k[0] == "a"):
         f, s = recs[k]
         acc: Counter[str] = Counter()
-        for t in set(re.findall(r"[a-z0-9]+", f["title"].lower())):
+        for t in sorted(set(re.findall(r"[a-z0-9]+", f["title"].lower()))):
             post = tok_index.get(t, ())
             if 0 < len(post) < 200:
                 for b in post:

@@ -19,10 +19,7 @@ from rapidfuzz import fuzz
 from rapidfuzz.distance import JaroWinkler, Levenshtein
 from rapidfuzz.utils import default_process
 
-try:  # the signatures package owns these; fall back to local copies while it is absent
-    from daemon.signatures import bottomk_jaccard, hamming, jaccard_from_minhash
-except ImportError:  # pragma: no cover - depends on the tree's state
-    from daemon.scoring._sketch import bottomk_jaccard, hamming, jaccard_from_minhash
+from daemon.signatures import bottomk_jaccard, hamming, jaccard_from_minhash
 
 EARTH_RADIUS_M = 6_371_008.8
 
@@ -88,7 +85,8 @@ def minhash_similarity(a: Sequence[int] | None, b: Sequence[int] | None) -> floa
 
 
 def bottomk_similarity(a: Sequence[int] | None, b: Sequence[int] | None) -> float | None:
-    """Jaccard estimated from bottom-k sketches (Broder's estimator over the union's k smallest).
+    """Jaccard estimated from bottom-k sketches (Broder's estimator over the union's k smallest,
+    :func:`daemon.signatures.bottomk_jaccard`; exact when both sets fit in their sketches).
 
     Returns:
         Estimate in [0, 1], or None when a sketch is missing/empty.
