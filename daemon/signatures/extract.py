@@ -13,6 +13,8 @@ _EMAIL = re.compile(r"[a-z0-9][a-z0-9._%+\-]{0,63}@[a-z0-9](?:[a-z0-9\-]{0,62}[a
 _PHONE = re.compile(r"(?<![\w.])\+?\(?\d[\d\s().\-]{6,24}\d(?![\w])")
 _MODEL_CANDIDATE = re.compile(r"[^\W_]+(?:[-./][^\W_]+)*")
 _JOIN = re.compile(r"[-./]")
+# "40in", "16gb", "1080p", "2nd": a number with a unit or ordinal suffix is a quantity, not a model.
+_QUANTITY = re.compile(r"\d+[a-z]{1,3}")
 
 MIN_MODEL_LENGTH = 4
 """Shortest model number kept, counted on the joined form (``kdl40v4100`` has 10)."""
@@ -31,6 +33,8 @@ def _unique(items: list[str]) -> list[str]:
 def model_numbers(normalised: str) -> list[str]:
     """Model numbers: tokens mixing letters and digits, joined form (``-./`` removed) of length ≥ 4.
 
+    Quantities (digits then at most three letters: ``40in``, ``16gb``, ``1080p``, ``2nd``) are skipped.
+
     Args:
         normalised: normalised text.
     Returns:
@@ -40,7 +44,7 @@ def model_numbers(normalised: str) -> list[str]:
     for tok in _MODEL_CANDIDATE.findall(normalised):
         joined = _JOIN.sub("", tok)
         if MIN_MODEL_LENGTH <= len(joined) <= MAX_MODEL_LENGTH and not joined.isalpha() and not joined.isdigit():
-            if any(c.isdigit() for c in joined) and any(c.isalpha() for c in joined):
+            if not _QUANTITY.fullmatch(joined):
                 out.append(joined)
     return _unique(out)
 

@@ -1,0 +1,227 @@
+"""compute_signature on whole records: document format, geohash boundary, bad input, determinism."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import pygeohash
+import pytest
+
+from daemon.errors import RecordError
+from daemon.signatures import (
+    DOCUMENT_KEYS,
+    MINHASH_EMPTY,
+    SIGNATURE_SCHEMA_VERSION,
+    Signature,
+    SignatureParams,
+    compute_signature,
+    geo_tokens,
+)
+
+from data_paths import abt_buy_records
+
+REPO = Path(__file__).resolve().parents[1]
+INT64 = (-(2**63), 2**63 - 1)
+
+AD = {
+    "title": "Sony Bravia KDL-40V4100 40in LCD TV",
+    "body": "Like new, barely used. Call 06 12 34 56 78 or jean@example.fr. Pick up in Paris.",
+    "price": 350.0,
+    "lat": 48.8566,
+    "lon": 2.3522,
+    "category": "TV & Vidéo",
+    "user": "u-17",
+    "unrelated_column": [1, 2, 3],
+}
+
+
+def _assert_document_shape(doc: dict) -> None:
+    assert list(doc) == list(DOCUMENT_KEYS)
+    json.dumps(doc)  # serialisable
+    assert doc["v"] == SIGNATURE_SCHEMA_VERSION
+    assert INT64[0] <= doc["simhash"] <= INT64[1]
+    assert all(INT64[0] <= x <= INT64[1] for x in doc["minhash"] + doc["bottomk"])
+    assert doc["bottomk"] == sorted(doc["bottomk"])
+    assert len(doc["text"]) <= 2000
+    for key in ("bands", "blocks", "geo", "super", "models", "phones", "emails", "tokens"):
+        assert all(isinstance(x, str) for x in doc[key])
+
+
+def test_document_format_and_round_trip() -> None:
+    sig = compute_signature(AD)
+    doc = sig.to_document()
+    _assert_document_shape(doc)
+    assert len(doc["minhash"]) == 128
+    assert len(doc["bands"]) == SignatureParams().bands_rows[0]
+    assert all(b.startswith(f"b{i}:") and len(b.split(":")[1]) == 16 for i, b in enumerate(doc["bands"]))
+    assert len(doc["blocks"]) == 4
+    assert len(doc["geo"]) == 9 and doc["geo"][0] == pygeohash.encode(48.8566, 2.3522, 6)
+    assert doc["models"] == ["kdl40v4100"]
+    assert doc["phones"] == ["0612345678"]
+    assert doc["emails"] == ["jean@example.fr"]
+    assert "kdl40v4100" in doc["tokens"]
+    assert doc["text"].startswith("sony bravia kdl-40v4100")
+    assert all(s.startswith(("t:0:", "t:1:")) for s in doc["super"]) and doc["super"]
+    assert doc["params"] == SignatureParams().fingerprint()
+    again = Signature.from_document(json.loads(json.dumps(doc)))
+    assert again == sig
+    keys = sig.keys()
+    assert keys == list(dict.fromkeys(doc["bands"] + doc["blocks"] + doc["super"]))
+
+
+def test_from_document_rejects_malformed() -> None:
+    doc = compute_signature(AD).to_document()
+    with pytest.raises(ValueError):
+        Signature.from_document({k: v for k, v in doc.items() if k != "bands"})
+    with pytest.raises(ValueError):
+        Signature.from_document({**doc, "extra": 1})
+    with pytest.raises(ValueError):
+        Signature.from_document({**doc, "simhash": 2**64})
+    with pytest.raises(ValueError):
+        Signature.from_document({**doc, "bands": "b0:00"})
+
+
+def test_super_tokens_need_both_fields() -> None:
+    base = compute_signature(AD)
+    moved = compute_signature({**AD, "lat": 43.2965, "lon": 5.3698})  # Marseille
+    other_title = compute_signature({**AD, "title": "Bicycle for sale"})
+    rule0 = lambda s: {t for t in s.super if t.startswith("t:0:")}
+    rule1 = lambda s: {t for t in s.super if t.startswith("t:1:")}
+    assert rule0(base) and not rule0(base) & rule0(moved)  # same title, far away
+    assert rule1(base) == rule1(moved)  # same model and category
+    assert rule0(base) != rule0(other_title)
+    assert not rule1(compute_signature({**AD, "category": None}))
+    params = SignatureParams.from_mapping({"super": {"rules": [["title", "body", "user"]], "max_per_rule": 2}})
+    assert len(compute_signature(AD, params).super) == 2
+
+
+def _geo_boundary_case(precision: int) -> None:
+    cell = pygeohash.encode(45.7640, 4.8357, precision)  # Lyon
+    box = pygeohash.decode_exactly(cell)
+    east_edge = box.longitude + box.longitude_error
+    metres_per_degree_lon = 111_320 * math.cos(math.radians(box.latitude))
+    inside = (box.latitude, east_edge - 20 / metres_per_degree_lon)
+    across = (box.latitude, east_edge + 30 / metres_per_degree_lon)  # 50 m east of `inside`
+    ga, gb = geo_tokens(*inside, precision), geo_tokens(*across, precision)
+    assert ga[0] == cell and gb[0] != cell
+    assert gb[0] in ga and ga[0] in gb
+    north_edge = box.latitude + box.latitude_error
+    up = geo_tokens(north_edge + 30 / 111_320, box.longitude, precision)
+    down = geo_tokens(north_edge - 20 / 111_320, box.longitude, precision)
+    assert up[0] != down[0] and up[0] in down and down[0] in up
+
+
+def test_geohash_neighbours_across_cell_boundary() -> None:
+    for precision in (5, 6, 7):
+        _geo_boundary_case(precision)
+
+
+def test_geohash_poles_and_antimeridian() -> None:
+    assert len(geo_tokens(89.99, 10.0, 4)) == 6  # 5 neighbours at the top row
+    east = geo_tokens(10.0, 179.999, 5)
+    west = geo_tokens(10.0, -179.999, 5)
+    assert west[0] in east and east[0] in west
+
+
+@pytest.mark.parametrize(
+    ("lat", "lon"),
+    [(None, None), (48.8, None), (float("nan"), 2.3), (48.8, float("inf")), (91.0, 2.3), (48.8, -180.5),
+     ("abc", 2.3), (0.0, 0.0), (True, 2.3), ([1], 2.3)],
+)
+def test_bad_locations_give_no_geo_tokens(lat: object, lon: object) -> None:
+    assert compute_signature({**AD, "lat": lat, "lon": lon}).geo == ()
+    assert compute_signature({**AD, "lat": "48.8566", "lon": Decimal("2.3522")}).geo[0] == "u09tvw"
+
+
+def test_empty_record_has_defined_empty_signature() -> None:
+    for fields in ({}, {"title": None, "body": None}, {"title": "", "body": "   "}, {"title": "😀🎉", "body": "👍👍👍"},
+                   {"title": "\x00\x00", "body": "\ud800\udc00\udfff"}, {"title": "!!!", "body": "... --- ???"}):
+        sig = compute_signature(fields)
+        assert sig.simhash == 0
+        assert sig.minhash == (MINHASH_EMPTY,) * 128
+        assert sig.bottomk == () and sig.bands == () and sig.blocks == () and sig.super == ()
+        assert sig.keys() == []
+        _assert_document_shape(sig.to_document())
+
+
+def test_bad_text_values() -> None:
+    sig = compute_signature({"title": "Sony\x00 TV\ud800 KDL-40V4100", "body": "<b>nice</b> tv\x00"})
+    assert "soni" in sig.tokens and "kdl40v4100" in sig.models
+    assert "\x00" not in sig.text and "\ud800" not in sig.text
+    json.dumps(sig.to_document())
+    sig.text.encode("utf-8")  # no surrogates left
+    assert compute_signature({"title": 12345678}).tokens == ("12345678",)
+    assert compute_signature({"title": b"caf\xc3\xa9 \xff"}).tokens[0] == "cafe"
+    with pytest.raises(RecordError):
+        compute_signature({"title": ["a", "list"]})
+    with pytest.raises(RecordError):
+        compute_signature({"body": {"a": 1}})
+    with pytest.raises(RecordError):
+        compute_signature(["not", "a", "mapping"])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("price", [float("nan"), float("inf"), -float("inf"), None, "free", -1.0, 1e308])
+def test_prices_do_not_matter(price: object) -> None:
+    assert compute_signature({**AD, "price": price}) == compute_signature(AD)
+
+
+def test_huge_body_is_truncated() -> None:
+    words = " ".join(f"word{i % 5000} filler" for i in range(100_000))  # ~1.2 MB
+    assert len(words) > 1_000_000
+    sig = compute_signature({"title": "big", "body": words})
+    truncated = compute_signature({"title": "big", "body": words[:100_000]})
+    assert sig == truncated
+    assert len(sig.text) == 2000
+    small = SignatureParams.from_mapping({"shingles": {"max_body_chars": 50}})
+    assert compute_signature({"body": words}, small) == compute_signature({"body": words[:50]}, small)
+
+
+def test_extra_text_fields_only_when_configured() -> None:
+    plain = compute_signature({"title": "tv", "body": "good", "notes": "mint condition"})
+    assert plain == compute_signature({"title": "tv", "body": "good"})
+    params = SignatureParams.from_mapping({"fields": {"notes": {"stem": False}}})
+    with_notes = compute_signature({"title": "tv", "body": "good", "notes": "mint condition"}, params)
+    assert "mint condition" in with_notes.text
+
+
+def test_idf_table_changes_simhash_weights() -> None:
+    base = compute_signature(AD)
+    assert compute_signature(AD, idf={}) == base
+    weighted = compute_signature(AD, idf={"soni": 50.0, "bravia": 50.0})
+    assert weighted.simhash != base.simhash and weighted.minhash == base.minhash
+
+
+def test_sentence_bottomk_option() -> None:
+    params = SignatureParams.from_mapping({"bottomk": {"shingles": "sentences"}})
+    a = compute_signature({"title": "tv", "body": "First sentence here. Second one there! Third."}, params)
+    b = compute_signature({"title": "tv", "body": "First sentence here. Another one there! Third."}, params)
+    assert len(a.bottomk) == 4  # title + 3 sentences
+    assert len(set(a.bottomk) & set(b.bottomk)) == 3
+
+
+_CHILD = """
+import json, sys
+sys.path.insert(0, {repo!r})
+from daemon.signatures import compute_signature
+records = json.loads(sys.stdin.read())
+print(json.dumps([compute_signature(r).to_document() for r in records]))
+"""
+
+
+def test_stable_across_processes_and_hash_seeds() -> None:
+    records = [AD] + [{k: v for k, v in r.items()} for r in abt_buy_records()[:20]]
+    records = [{k: v for k, v in r.items() if k != "unrelated_column"} for r in records]
+    here = [compute_signature(r).to_document() for r in records]
+    for hashseed in ("0", "12345", "random"):
+        env = {**os.environ, "PYTHONHASHSEED": hashseed}
+        out = subprocess.run(
+            [sys.executable, "-c", _CHILD.format(repo=str(REPO))],
+            input=json.dumps(records), capture_output=True, text=True, env=env, check=True, timeout=120,
+        )
+        assert json.loads(out.stdout) == here

@@ -1,0 +1,132 @@
+"""Normalisation, tokenisation, entity extraction and configuration validation."""
+
+from __future__ import annotations
+
+import pytest
+
+from daemon.errors import ConfigError
+from daemon.signatures import (
+    SignatureParams,
+    TextOptions,
+    emails,
+    model_numbers,
+    normalise_text,
+    phone_numbers,
+    sentences,
+    tokens,
+)
+
+RAW = TextOptions(stem=False, stopwords=False)
+
+
+def test_normalise_nfkc_case_markup_accents() -> None:
+    assert normalise_text("<p>Caf&eacute; <b>ÉTÉ</b></p>") == "cafe ete"
+    assert normalise_text("ﬁne Ｆｕｌｌ") == "fine full"  # NFKC ligature and full-width forms
+    assert normalise_text("Straße") == "strasse"  # case folding
+    assert normalise_text("Crème", fold_accents=False) == "crème"
+    assert normalise_text("a<script>var x = 1;</script>b") == "a b"
+    assert normalise_text("  many \t\n spaces ") == "many spaces"
+
+
+def test_model_numbers_survive_tokenisation() -> None:
+    toks = tokens("Sony Bravia KDL-40V4100 and EZXS88W", RAW)
+    assert "kdl-40v4100" in toks and "kdl40v4100" in toks
+    assert "ezxs88w" in toks
+    assert tokens("33-1/3 RPM, 2.5 inch", RAW)[:1] == ["33-1/3"]
+    assert "2.5" in tokens("2.5 inch", RAW)
+    assert tokens("wide-range drivers", RAW) == ["wide", "range", "drivers"]
+
+
+def test_stopwords_stemming_languages_and_synonyms() -> None:
+    assert tokens("The speakers of the house") == ["speaker", "hous"]
+    assert tokens("Les enceintes de la maison", TextOptions(language="french")) == ["enceint", "maison"]
+    assert tokens("été", TextOptions(language="french", stem=False)) == []  # folded stop word
+    opts = TextOptions(stem=False, synonyms=(("st.", "saint"), ("cathedral", "cathedral church")))
+    assert tokens("St. Fin Barre's Cathedral", opts) == ["saint", "fin", "barre", "cathedral", "church"]
+    with pytest.raises(ValueError):
+        TextOptions(language="klingon")
+
+
+def test_tokens_of_degenerate_text() -> None:
+    for text in ("", "   ", "!!! ... ???", "😀🎉👍", "\x00\x00", "\ud800\udfff"):
+        assert tokens(text) == []
+    assert tokens("abc\x00def") == ["abc", "def"]
+    assert tokens("caf\ud800e") == ["caf", "e"]
+    with pytest.raises(TypeError):
+        normalise_text(None)  # type: ignore[arg-type]
+
+
+def test_sentences() -> None:
+    assert sentences("one two. three four! five/ six\nseven") == ["one two.", "three four!", "five", "six", "seven"]
+
+
+def test_extraction() -> None:
+    text = normalise_text("Sony KDL-40V4100, call +33 6 12-34-56-78 or (555) 123-4567; mail Jean.Dupont@Example.FR. Year 2008, 5-1/2' woofers")
+    assert model_numbers(text) == ["kdl40v4100"]
+    assert phone_numbers(text) == ["33612345678", "5551234567"]
+    assert emails(text) == ["jean.dupont@example.fr"]
+    assert phone_numbers("price 1234567") == []  # 7 digits: not a phone
+    assert model_numbers("ab1") == []  # shorter than 4
+    assert model_numbers("40in 16gb 1080p 2nd 128mb") == []  # quantities, not models
+
+
+# ----------------------------------------------------------------------------------- configuration
+
+
+def test_defaults_and_round_values() -> None:
+    assert SignatureParams.from_mapping({}) == SignatureParams()
+    assert SignatureParams.from_mapping(None) == SignatureParams()
+    p = SignatureParams.from_mapping(
+        {
+            "fields": {"title": {"language": "french", "synonyms": {"st.": "saint"}}, "extra": {"stem": False}},
+            "minhash": {"num_perm": 64},
+            "lsh": {"threshold": 0.8},
+            "simhash": {"blocks": 6, "max_distance": 3},
+            "super": {"rules": [["title", "geo"], ["user", "model"]]},
+            "seed": 42,
+        }
+    )
+    assert p.num_perm == 64 and p.bands_rows[0] * p.bands_rows[1] <= 64
+    assert p.text_options("title").language == "french"
+    assert p.extra_fields == ("extra",)
+    assert p.fingerprint() != SignatureParams().fingerprint()
+    assert SignatureParams().fingerprint() == SignatureParams.from_mapping({}).fingerprint()
+    assert len(SignatureParams().fingerprint()) == 12
+
+
+@pytest.mark.parametrize(
+    ("config", "key", "fragment"),
+    [
+        ({"minhash": {"num_perm": "x"}}, "signatures.minhash.num_perm", "must be a positive integer, got 'x'"),
+        ({"minhash": {"num_perm": 0}}, "signatures.minhash.num_perm", "between 1 and"),
+        ({"minhash": {"num_perms": 3}}, "signatures.minhash.num_perms", "unknown key"),
+        ({"bogus": 1}, "signatures.bogus", "unknown key"),
+        ({"lsh": {"threshold": 1.5}}, "signatures.lsh.threshold", "between 0 and 1"),
+        ({"lsh": {"bands": 4}}, "signatures.lsh.rows", "together"),
+        ({"lsh": {"bands": 20, "rows": 10}}, "signatures.lsh.rows", "exceeds"),
+        ({"fields": {"title": {"language": "klingon"}}}, "signatures.fields.title.language", "one of"),
+        ({"fields": {"body": {"stem": "yes"}}}, "signatures.fields.body.stem", "true or false"),
+        ({"fields": {"body": {"colour": 1}}}, "signatures.fields.body.colour", "unknown key"),
+        ({"fields": {"title": {"synonyms": {"st": 3}}}}, "signatures.fields.title.synonyms.st", "non-empty"),
+        ({"simhash": {"features": "trigrams"}}, "signatures.simhash.features", "one of"),
+        ({"simhash": {"blocks": 4, "max_distance": 4}}, "signatures.simhash.max_distance", "between 0 and 3"),
+        ({"geohash": {"precision": 13}}, "signatures.geohash.precision", "between 1 and 12"),
+        ({"super": {"rules": [["title", "price"]]}}, "signatures.super.rules[0]", "one of"),
+        ({"super": {"rules": "title"}}, "signatures.super.rules", "list"),
+        ({"bottomk": {"k": True}}, "signatures.bottomk.k", "positive integer"),
+        ({"seed": -1}, "signatures.seed", "between 0"),
+        ({"shingles": 3}, "signatures.shingles", "mapping"),
+    ],
+)
+def test_config_errors_name_the_key(config: dict, key: str, fragment: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        SignatureParams.from_mapping(config)
+    assert info.value.key == key
+    assert key in str(info.value)
+    assert fragment in info.value.message
+
+
+def test_config_prefix_is_used() -> None:
+    with pytest.raises(ConfigError) as info:
+        SignatureParams.from_mapping({"minhash": {"num_perm": -3}}, prefix="dedup.signatures")
+    assert info.value.key == "dedup.signatures.minhash.num_perm"
