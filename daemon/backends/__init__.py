@@ -1,0 +1,18 @@
+"""Index backends: the protocol (:mod:`daemon.backends.base`) and its implementations.
+
+Processes get a backend from :func:`daemon.backends.factory.create_backend` only.
+"""
+
+from daemon.backends.base import (
+    Candidate,
+    DeleteOp,
+    IndexBackend,
+    IndexDocument,
+    Outcome,
+    PermanentIndexError,
+    TransientIndexError,
+    WriteResult,
+)
+
+__all__ = ["Candidate", "DeleteOp", "IndexBackend", "IndexDocument", "Outcome", "PermanentIndexError",
+           "TransientIndexError", "WriteResult"]

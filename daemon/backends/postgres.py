@@ -1,0 +1,204 @@
+"""The PostgreSQL index backend: the embedded default, needing nothing but the source database.
+
+Documents live in ``nearsync.documents`` (one row per record, tombstones for deletes) and
+candidate keys in ``nearsync.document_keys`` as signed 64-bit xxh64 hashes of
+``table \\x1f scope \\x1f key``, so a btree lookup on the hash is blocked by table and scope at once.
+A write is one transaction: version-checked upserts/tombstones, then the keys of the records whose
+write applied. Queries are the named ones in ``sql/pg_index.sql``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+import psycopg
+import xxhash
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from daemon.backends.base import (
+    Candidate,
+    DeleteOp,
+    IndexDocument,
+    Outcome,
+    TransientIndexError,
+    WriteResult,
+)
+from daemon.queries import query
+
+_TRANSIENT = (psycopg.OperationalError, PoolTimeout)
+
+
+def key_hash(table: str, scope: Mapping[str, str], key: str) -> int:
+    """Signed 64-bit xxh64 of ``table``, the canonical ``scope`` and ``key`` (seed 0)."""
+    canon = json.dumps(dict(scope), sort_keys=True, separators=(",", ":"))
+    h = xxhash.xxh64_intdigest(f"{table}\x1f{canon}\x1f{key}".encode())
+    return h - (1 << 64) if h >= 1 << 63 else h
+
+
+def _dumps(v: Any) -> str:
+    return json.dumps(v, allow_nan=False, separators=(",", ":"))
+
+
+class PostgresBackend:
+    """:class:`~daemon.backends.base.IndexBackend` on PostgreSQL tables.
+
+    Args:
+        dsn: libpq connection string of the database holding the ``nearsync`` schema.
+        pool_size: max connections (default 4).
+        connect_timeout_s: how long to wait for a connection before raising TransientIndexError.
+    """
+
+    name = "postgres"
+
+    def __init__(self, dsn: str, *, pool_size: int = 4, connect_timeout_s: float = 10.0) -> None:
+        self._pool = AsyncConnectionPool(dsn, min_size=1, max_size=pool_size, open=False,
+                                         timeout=connect_timeout_s, kwargs={"autocommit": True},
+                                         check=AsyncConnectionPool.check_connection)
+
+    async def open(self) -> None:
+        """Open the connection pool (tables are created by migration 0001)."""
+        await self._pool.open(wait=False)
+
+    async def close(self) -> None:
+        """Close the pool."""
+        await self._pool.close()
+
+    async def write(self, upserts: Sequence[IndexDocument], deletes: Sequence[DeleteOp]) -> WriteResult:
+        """Versioned upserts and tombstones; see the protocol. Per-record outcomes.
+
+        A record whose document cannot be serialised (e.g. NaN) is ``FAILED``. If the batch
+        statement fails for a data reason, records are retried one by one to isolate the bad one.
+
+        Raises:
+            TransientIndexError: the database is unreachable (retry later).
+        """
+        outcomes: dict[tuple[str, str], Outcome] = {}
+        errors: dict[tuple[str, str], str] = {}
+        good: list[tuple[IndexDocument, tuple[str, str, str, str]]] = []
+        for d in upserts:
+            try:
+                good.append((d, (_dumps(d.scope), _dumps(d.fields), _dumps(d.signature), _dumps(d.keys))))
+            except (TypeError, ValueError) as e:
+                outcomes[(d.table, d.record_id)] = Outcome.FAILED
+                errors[(d.table, d.record_id)] = f"document not serialisable: {e}"
+        try:
+            outcomes |= await self._write_batch(good, deletes)
+        except _TRANSIENT as e:
+            raise TransientIndexError(f"postgres index unreachable: {e}") from e
+        except psycopg.Error:
+            for item in good:
+                try:
+                    outcomes |= await self._write_batch([item], [])
+                except _TRANSIENT as e:
+                    raise TransientIndexError(f"postgres index unreachable: {e}") from e
+                except psycopg.Error as e:
+                    k = (item[0].table, item[0].record_id)
+                    outcomes[k] = Outcome.FAILED
+                    errors[k] = f"{type(e).__name__}: {e}"
+            if deletes:
+                try:
+                    outcomes |= await self._write_batch([], deletes)
+                except _TRANSIENT as e:
+                    raise TransientIndexError(f"postgres index unreachable: {e}") from e
+        return WriteResult(outcomes, errors)
+
+    async def _write_batch(self, upserts: Sequence[tuple[IndexDocument, tuple[str, str, str, str]]],
+                           deletes: Sequence[DeleteOp]) -> dict[tuple[str, str], Outcome]:
+        outcomes: dict[tuple[str, str], Outcome] = {}
+        by_table: dict[str, tuple[list[Any], list[DeleteOp]]] = {}
+        for item in upserts:
+            by_table.setdefault(item[0].table, ([], []))[0].append(item)
+        for op in deletes:
+            by_table.setdefault(op.table, ([], []))[1].append(op)
+        async with self._pool.connection() as conn, conn.transaction():
+            for table, (ups, dels) in by_table.items():
+                applied: set[str] = set()
+                if ups:
+                    cur = await conn.execute(query("upsert_documents"), {
+                        "table": table,
+                        "record_ids": [d.record_id for d, _ in ups],
+                        "versions": [d.version for d, _ in ups],
+                        "scopes": [j[0] for _, j in ups],
+                        "fields": [j[1] for _, j in ups],
+                        "signatures": [j[2] for _, j in ups],
+                        "keys": [j[3] for _, j in ups],
+                    })
+                    applied = {r[0] for r in await cur.fetchall()}
+                deleted: set[str] = set()
+                if dels:
+                    cur = await conn.execute(query("delete_documents"), {
+                        "table": table, "record_ids": [d.record_id for d in dels],
+                        "versions": [d.version for d in dels]})
+                    deleted = {r[0] for r in await cur.fetchall()}
+                changed = sorted(applied | deleted)
+                if changed:
+                    await conn.execute(query("delete_keys"), {"table": table, "record_ids": changed})
+                key_vals: list[int] = []
+                key_ids: list[str] = []
+                for d, _ in ups:
+                    if d.record_id in applied:
+                        for h in {key_hash(table, d.scope, k) for k in d.keys}:
+                            key_vals.append(h)
+                            key_ids.append(d.record_id)
+                if key_vals:
+                    await conn.execute(query("insert_keys"), {"table": table, "keys": key_vals, "record_ids": key_ids})
+                for d, _ in ups:
+                    outcomes[(table, d.record_id)] = Outcome.APPLIED if d.record_id in applied else Outcome.STALE
+                for op in dels:
+                    outcomes[(table, op.record_id)] = Outcome.APPLIED if op.record_id in deleted else Outcome.STALE
+        return outcomes
+
+    @staticmethod
+    def _doc(table: str, r: Mapping[str, Any]) -> IndexDocument:
+        return IndexDocument(table=table, record_id=r["record_id"], version=r["version"], fields=r["fields"] or {},
+                             scope=r["scope"] or {}, keys=r["keys"] or [], signature=r["signature"] or {})
+
+    async def get(self, table: str, record_ids: Sequence[str]) -> dict[str, IndexDocument]:
+        """Live documents by id. Raises TransientIndexError when unreachable."""
+        try:
+            async with self._pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+                await cur.execute(query("get_documents"), {"table": table, "record_ids": list(record_ids)})
+                return {r["record_id"]: self._doc(table, r) for r in await cur.fetchall()}
+        except _TRANSIENT as e:
+            raise TransientIndexError(str(e)) from e
+
+    async def candidates(self, table: str, keys: Sequence[str], scope: Mapping[str, str], *, min_match: int = 1,
+                         limit: int = 100, exclude_id: str | None = None) -> list[Candidate]:
+        """Records sharing ``min_match`` hashed keys in the same scope, best first (see protocol)."""
+        hashes = sorted({key_hash(table, scope, k) for k in keys})
+        if not hashes:
+            return []
+        try:
+            async with self._pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+                await cur.execute(query("candidates"), {"table": table, "keys": hashes, "min_match": min_match,
+                                                        "limit": limit, "exclude_id": exclude_id})
+                return [Candidate(r["record_id"], r["matched"], self._doc(table, r)) for r in await cur.fetchall()]
+        except _TRANSIENT as e:
+            raise TransientIndexError(str(e)) from e
+
+    async def count(self, table: str) -> int:
+        """Live documents of ``table``."""
+        try:
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("count_documents"), {"table": table})
+                row = await cur.fetchone()
+                return int(row[0]) if row else 0
+        except _TRANSIENT as e:
+            raise TransientIndexError(str(e)) from e
+
+    async def iter_versions(self, table: str) -> AsyncIterator[tuple[str, int]]:
+        """Every live ``(record_id, version)``, streamed with a server-side cursor."""
+        async with self._pool.connection() as conn, conn.transaction():
+            async with conn.cursor(name="nearsync_iter_versions") as cur:
+                await cur.execute(query("iter_versions"), {"table": table})
+                async for rid, version in cur:
+                    yield rid, version
+
+    async def clear(self, table: str) -> None:
+        """Remove every document and key of ``table``."""
+        async with self._pool.connection() as conn, conn.transaction():
+            await conn.execute(query("clear_keys"), {"table": table})
+            await conn.execute(query("clear_documents"), {"table": table})

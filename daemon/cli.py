@@ -1,0 +1,259 @@
+"""The ``nearsync`` command line: one console script with subcommands.
+
+Exit codes: 0 ok; 1 the job found a problem (e.g. ``reindex --verify`` saw drift); 2 bad
+configuration or usage; 3 the database is not ready (missing table or migration); 4 the database
+or index cannot be reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import psycopg
+
+from daemon import __version__
+from daemon.config import Settings, load_settings, parse_duration, redact_dsn
+from daemon.errors import ConfigError
+from daemon.logs import configure_logging
+from daemon.pgserver import PgServerError
+from daemon.tables import SchemaError
+
+EXIT_PROBLEM, EXIT_CONFIG, EXIT_SCHEMA, EXIT_UNREACHABLE = 1, 2, 3, 4
+
+DESCRIPTION = """\
+nearsync keeps a search index in sync with a PostgreSQL table through triggers, a tracking table
+and LISTEN/NOTIFY, and flags near-duplicate records back into PostgreSQL.
+
+Typical use:
+  nearsync migrate                 # create the nearsync schema and attach the triggers
+  nearsync run                     # the indexing daemon (realtime; --mode batch --window 10s)
+  nearsync status                  # lag, pending changes, dead letters, indexed count
+  nearsync reindex                 # one-shot full rebuild (resumable; --verify, --repair)
+  nearsync demo                    # everything above on a throwaway PostgreSQL and real data
+
+Settings come from --config FILE (TOML; or NEARSYNC_CONFIG), then NEARSYNC_* variables, then flags.
+The database is --dsn or NEARSYNC_DSN (secrets belong in the environment; they are never logged).
+"""
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    return load_settings(args.config, dsn=args.dsn, backend=getattr(args, "backend", None),
+                         mode=getattr(args, "mode", None),
+                         window_s=parse_duration("--window", args.window) if getattr(args, "window", None) else None,
+                         batch_size=getattr(args, "batch_size", None))
+
+
+def _print(obj: Any, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(obj, indent=2, default=str))
+    else:
+        for k, v in obj.items():
+            print(f"{k:>20}: {json.dumps(v, default=str) if isinstance(v, (dict, list)) else v}")
+
+
+# -- subcommands -----------------------------------------------------------------------------------
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from daemon.migrate import downgrade, upgrade
+
+    settings = _settings(args)
+    result = downgrade(settings, args.downgrade) if args.downgrade else upgrade(settings, args.revision)
+    _print(result, args.json)
+    return 0
+
+
+async def cmd_run(args: argparse.Namespace) -> int:
+    from daemon.service import build_indexer, opened_backend
+
+    settings = _settings(args)
+    async with opened_backend(settings) as backend:
+        indexer = await build_indexer(settings, backend)
+        indexer.loop.install_signal_handlers()
+        await indexer.loop.run()
+    return 0
+
+
+async def cmd_status(args: argparse.Namespace) -> int:
+    from daemon.service import status
+
+    report = await status(_settings(args))
+    if args.json:
+        _print(report, True)
+        return 0
+    print(f"table {report['table']}: {report['rows']} rows, {report['indexed']} indexed ({report['backend']} backend)")
+    for name, q in report["queues"].items():
+        print(f"  {name:>6} queue: {q['pending']} pending (oldest {q['oldest_age_s']:.1f} s), "
+              f"{q['claimed']} claimed, {q['retrying']} retrying, {q['dead_letters']} dead letters")
+    return 0
+
+
+async def cmd_reindex(args: argparse.Namespace) -> int:
+    from daemon.reindex import reindex, verify
+    from daemon.service import opened_backend
+
+    settings = _settings(args)
+    async with opened_backend(settings) as backend:
+        if args.verify or args.repair:
+            report = await verify(settings, backend, sample=args.sample, repair=args.repair)
+            _print(report, args.json)
+            return EXIT_PROBLEM if report["drift"] and not report["repaired"] else 0
+        report = await reindex(settings, backend, page_size=args.page_size, resume=not args.restart,
+                               from_scratch=args.from_scratch, progress=not args.no_progress)
+        _print(report, args.json)
+    return 0
+
+
+async def cmd_deadletter(args: argparse.Namespace) -> int:
+    from daemon.deadletters import list_dead, purge_dead, retry_dead
+
+    settings = _settings(args)
+    ids = args.ids or None
+    if args.action == "list":
+        rows = await list_dead(settings, limit=args.limit)
+        if args.json:
+            _print({"dead_letters": rows}, True)
+        else:
+            for r in rows:
+                print(f"#{r['id']} {r['queue']} {r['table_name']} id={r['record_id']} op={r['op']} "
+                      f"attempts={r['attempts']} failed_at={r['failed_at']}: {r['error']}")
+            print(f"{len(rows)} dead letter(s)")
+    elif args.action == "retry":
+        print(f"requeued {await retry_dead(settings, ids)} record(s)")
+    else:
+        print(f"purged {await purge_dead(settings, ids)} dead letter(s)")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from daemon.demo import run_demo
+
+    return run_demo(data_dir=args.data, limit=args.limit, dsn=args.dsn, backend=args.backend)
+
+
+def cmd_lsh(args: argparse.Namespace) -> int:
+    from daemon.signatures import lsh_params, s_curve_table
+
+    b, r = lsh_params(args.threshold, args.num_perm)
+    print(f"threshold {args.threshold} with {args.num_perm} permutations: {b} bands x {r} rows")
+    print(s_curve_table(b, r))
+    return 0
+
+
+# -- parser ----------------------------------------------------------------------------------------
+
+def _lsh_epilog() -> str:
+    try:
+        from daemon.signatures import lsh_params, s_curve_table
+
+        b, r = lsh_params(0.5, 128)
+        return (f"MinHash LSH defaults: 128 permutations, {b} bands x {r} rows (target Jaccard 0.5).\n"
+                f"Probability that a pair becomes a candidate, 1-(1-s^r)^b:\n{s_curve_table(b, r)}")
+    except Exception:  # noqa: BLE001 - help must never fail
+        return ""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser for ``nearsync`` (exposed for docs and tests)."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", metavar="FILE", help="TOML settings file (default: $NEARSYNC_CONFIG)")
+    common.add_argument("--dsn", help="PostgreSQL DSN (default: $NEARSYNC_DSN or [database] dsn)")
+    common.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    common.add_argument("--json", action="store_true", help="print results as JSON")
+
+    p = argparse.ArgumentParser(prog="nearsync", description=DESCRIPTION, epilog=_lsh_epilog(),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"nearsync {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    m = sub.add_parser("migrate", parents=[common], help="create/upgrade the nearsync schema and attach triggers",
+                       description="Run the Alembic migrations (idempotent) and re-attach triggers if the "
+                                   "configured tracked columns changed. --downgrade base removes everything.")
+    m.add_argument("--revision", default="head", help="upgrade target (default head)")
+    m.add_argument("--downgrade", metavar="REV", help="downgrade to REV instead (e.g. base, 0001)")
+    m.set_defaults(func=cmd_migrate)
+
+    r = sub.add_parser("run", parents=[common], help="run the indexing daemon",
+                       description="LISTEN for changes and index them. realtime: process as soon as woken; "
+                                   "batch: gather for --window, then process everything in one bulk. "
+                                   "SIGTERM/SIGINT finish the batch in hand and exit 0.")
+    r.add_argument("--mode", choices=["realtime", "batch"], help="default realtime ([daemon] mode)")
+    r.add_argument("--window", help="batch window, e.g. 10s, 500ms, 2m ([daemon] window_s)")
+    r.add_argument("--batch-size", type=int, help="rows per micro-batch ([daemon] batch_size, default 500)")
+    r.add_argument("--backend", choices=["postgres", "elasticsearch", "opensearch"], help="index backend")
+    r.set_defaults(func=cmd_run, is_async=True)
+
+    s = sub.add_parser("status", parents=[common], help="lag, pending changes, dead letters, indexed count")
+    s.add_argument("--backend", choices=["postgres", "elasticsearch", "opensearch"])
+    s.set_defaults(func=cmd_status, is_async=True)
+
+    x = sub.add_parser("reindex", parents=[common], help="full rebuild of the index (resumable), or verify/repair",
+                       description="Rebuild the index from the table by keyset pagination, with a progress bar. "
+                                   "Interrupted runs resume from the last checkpointed key (--restart to start "
+                                   "over). Changes made meanwhile are not lost. --verify reports drift "
+                                   "(exit 1 if any); --repair fixes it.")
+    x.add_argument("--verify", action="store_true", help="compare index and table, report drift")
+    x.add_argument("--repair", action="store_true", help="verify, then fix the drift")
+    x.add_argument("--sample", type=int, default=200, help="documents compared field by field (verify)")
+    x.add_argument("--page-size", type=int, default=5000, help="rows per page (default 5000)")
+    x.add_argument("--restart", action="store_true", help="ignore a checkpoint and start over")
+    x.add_argument("--from-scratch", action="store_true", help="clear the table's documents first")
+    x.add_argument("--no-progress", action="store_true", help="no progress bar")
+    x.add_argument("--backend", choices=["postgres", "elasticsearch", "opensearch"])
+    x.set_defaults(func=cmd_reindex, is_async=True)
+
+    d = sub.add_parser("deadletter", parents=[common], help="list, retry or purge dead letters")
+    d.add_argument("action", choices=["list", "retry", "purge"])
+    d.add_argument("ids", nargs="*", type=int, help="dead-letter ids (default: all)")
+    d.add_argument("--limit", type=int, default=100)
+    d.set_defaults(func=cmd_deadletter, is_async=True)
+
+    demo = sub.add_parser("demo", help="run the whole pipeline on a throwaway PostgreSQL and real data",
+                          description="Starts a throwaway PostgreSQL (or uses --dsn), migrates, loads the Abt-Buy "
+                                      "listings from ../shared/data/abt-buy (or generated ads when absent), runs "
+                                      "the daemon, applies live inserts/updates/deletes and prints what reached "
+                                      "the index.")
+    demo.add_argument("--data", help="data directory (default: ../shared/data beside the checkout)")
+    demo.add_argument("--limit", type=int, help="load at most this many listings per shop")
+    demo.add_argument("--dsn", help="use this database instead of a throwaway one (its ads table is replaced)")
+    demo.add_argument("--backend", choices=["postgres", "elasticsearch", "opensearch"], default=None)
+    demo.add_argument("--config", help=argparse.SUPPRESS)
+    demo.set_defaults(func=cmd_demo)
+
+    lsh = sub.add_parser("lsh", help="print the LSH band/row choice and its S-curve for a threshold")
+    lsh.add_argument("--threshold", type=float, default=0.5)
+    lsh.add_argument("--num-perm", type=int, default=128)
+    lsh.set_defaults(func=cmd_lsh)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``nearsync`` console script; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    configure_logging(getattr(args, "log_level", "info"))
+    func: Callable[[argparse.Namespace], Any] = args.func
+    try:
+        if getattr(args, "is_async", False):
+            coro: Coroutine[Any, Any, int] = func(args)
+            return asyncio.run(coro)
+        return int(func(args))
+    except ConfigError as e:
+        print(f"nearsync: {e}", file=sys.stderr)
+        return EXIT_CONFIG
+    except SchemaError as e:
+        print(f"nearsync: {e}", file=sys.stderr)
+        return EXIT_SCHEMA
+    except (psycopg.OperationalError, PgServerError) as e:
+        msg = redact_dsn(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
+        print(f"nearsync: cannot reach the database: {msg}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

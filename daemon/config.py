@@ -1,0 +1,312 @@
+"""Validated settings, read from a TOML file and the environment, checked at start.
+
+Every error names the dotted setting (``ConfigError("daemon.batch_size", ...)``). Secrets (the DSN's
+password, API keys) come from the environment (``NEARSYNC_DSN``, ``NEARSYNC_INDEX_API_KEY``, ...)
+and are never logged: use :func:`redact_dsn` before printing a DSN.
+
+The file has these tables (all optional; defaults track the reference ``ads`` table)::
+
+    [database]  dsn
+    [source]    schema, table, id_column, tracked_columns, create_reference_table,
+                active_column, active_values, [source.fields] role = column
+    [daemon]    mode, window_s, batch_size, poll_interval_s, max_attempts, retry_backoff_s
+    [index]     backend, url, ... (backend-specific)
+    [signatures] ... (see daemon.signatures.SignatureParams)
+    [dedup]      ... (see daemon.scoring)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from daemon.errors import ConfigError
+
+REFERENCE_COLUMNS = ("user_id", "category", "title", "body", "price", "lat", "lon", "status")
+REFERENCE_FIELDS = {
+    "user": "user_id",
+    "category": "category",
+    "title": "title",
+    "body": "body",
+    "price": "price",
+    "lat": "lat",
+    "lon": "lon",
+    "created_at": "created_at",
+}
+FIELD_ROLES = ("title", "body", "price", "lat", "lon", "user", "category", "group", "created_at", "source")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,62}$")
+MODES = ("realtime", "batch")
+BACKENDS = ("postgres", "elasticsearch", "opensearch")
+
+
+def redact_dsn(dsn: str) -> str:
+    """Return ``dsn`` with any password replaced by ``***`` (URI and key=value forms)."""
+    dsn = re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", dsn)
+    return re.sub(r"(password\s*=\s*)('[^']*'|\S+)", r"\1***", dsn, flags=re.I)
+
+
+def _ident(key: str, value: Any) -> str:
+    if not isinstance(value, str) or not _IDENT.match(value):
+        raise ConfigError(key, f"must be a plain SQL identifier (letters, digits, _), got {value!r}")
+    return value
+
+
+def _pos_int(key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(key, f"must be a positive integer, got {value!r}")
+    return value
+
+
+def _pos_float(key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ConfigError(key, f"must be a positive number, got {value!r}")
+    return float(value)
+
+
+def _check_keys(prefix: str, d: Mapping[str, Any], allowed: set[str]) -> None:
+    if not isinstance(d, Mapping):
+        raise ConfigError(prefix, f"must be a table, got {type(d).__name__}")
+    for k in d:
+        if k not in allowed:
+            raise ConfigError(f"{prefix}.{k}", f"unknown setting (allowed: {', '.join(sorted(allowed))})")
+
+
+@dataclass(frozen=True)
+class SourceSettings:
+    """The tracked table.
+
+    Attributes:
+        schema / table: where the records live (quoted with ``sql.Identifier`` wherever used).
+        id_column: primary key column (integer, text or uuid).
+        tracked_columns: an UPDATE touching none of these enqueues nothing.
+        fields: field role (title, body, price, lat, lon, user, category, ...) -> column.
+        active_column / active_values: rows whose column value is not in ``active_values`` are
+            removed from the index (``None`` column: every row is active).
+        create_reference_table: let ``migrate`` create the reference ``ads`` table (demo, tests).
+    """
+
+    schema: str = "public"
+    table: str = "ads"
+    id_column: str = "id"
+    tracked_columns: tuple[str, ...] = REFERENCE_COLUMNS
+    fields: Mapping[str, str] = field(default_factory=lambda: dict(REFERENCE_FIELDS))
+    active_column: str | None = "status"
+    active_values: tuple[str, ...] = ("active",)
+    create_reference_table: bool = False
+
+    @property
+    def qualified(self) -> str:
+        """``schema.table``, the table's name in tracking rows and index documents."""
+        return f"{self.schema}.{self.table}"
+
+    @classmethod
+    def from_mapping(cls, d: Mapping[str, Any]) -> SourceSettings:
+        """Validate the ``[source]`` table. Raises ConfigError naming the key."""
+        p = "source"
+        _check_keys(p, d, {"schema", "table", "id_column", "tracked_columns", "fields", "active_column",
+                           "active_values", "create_reference_table"})
+        out = cls()
+        kw: dict[str, Any] = {}
+        for k in ("schema", "table", "id_column"):
+            if k in d:
+                kw[k] = _ident(f"{p}.{k}", d[k])
+        if "tracked_columns" in d:
+            cols = d["tracked_columns"]
+            if not isinstance(cols, list) or not cols:
+                raise ConfigError(f"{p}.tracked_columns", "must be a non-empty list of column names")
+            kw["tracked_columns"] = tuple(_ident(f"{p}.tracked_columns[{i}]", c) for i, c in enumerate(cols))
+        if "fields" in d:
+            f = d["fields"]
+            _check_keys(f"{p}.fields", f, set(FIELD_ROLES))
+            kw["fields"] = {role: _ident(f"{p}.fields.{role}", col) for role, col in f.items()}
+        if "active_column" in d:
+            v = d["active_column"]
+            kw["active_column"] = None if v in ("", None) else _ident(f"{p}.active_column", v)
+        if "active_values" in d:
+            v = d["active_values"]
+            if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+                raise ConfigError(f"{p}.active_values", "must be a list of strings")
+            kw["active_values"] = tuple(v)
+        if "create_reference_table" in d:
+            if not isinstance(d["create_reference_table"], bool):
+                raise ConfigError(f"{p}.create_reference_table", "must be true or false")
+            kw["create_reference_table"] = d["create_reference_table"]
+        return replace(out, **kw)
+
+
+@dataclass(frozen=True)
+class DaemonSettings:
+    """How the indexing daemon and the dedup worker batch and retry.
+
+    Attributes:
+        mode: ``realtime`` (process as soon as woken, micro-batches) or ``batch`` (gather for
+            ``window_s`` seconds, then process everything).
+        window_s: batch-mode window in seconds.
+        batch_size: rows claimed per micro-batch (realtime) or per chunk (batch).
+        poll_interval_s: poll the tracking table this often (s) in case a NOTIFY was missed.
+        max_attempts: a record failing this many times goes to the dead-letter table.
+        retry_backoff_s: first retry delay (s) for transient errors and failed records; doubles
+            per attempt, capped at 30 s for the whole-batch retries.
+    """
+
+    mode: str = "realtime"
+    window_s: float = 10.0
+    batch_size: int = 500
+    poll_interval_s: float = 2.0
+    max_attempts: int = 3
+    retry_backoff_s: float = 0.2
+
+    @classmethod
+    def from_mapping(cls, d: Mapping[str, Any]) -> DaemonSettings:
+        """Validate the ``[daemon]`` table. Raises ConfigError naming the key."""
+        p = "daemon"
+        _check_keys(p, d, {"mode", "window_s", "batch_size", "poll_interval_s", "max_attempts", "retry_backoff_s"})
+        kw: dict[str, Any] = {}
+        if "mode" in d:
+            if d["mode"] not in MODES:
+                raise ConfigError(f"{p}.mode", f"must be one of {', '.join(MODES)}, got {d['mode']!r}")
+            kw["mode"] = d["mode"]
+        for k in ("window_s", "poll_interval_s", "retry_backoff_s"):
+            if k in d:
+                kw[k] = _pos_float(f"{p}.{k}", d[k])
+        for k in ("batch_size", "max_attempts"):
+            if k in d:
+                kw[k] = _pos_int(f"{p}.{k}", d[k])
+        return replace(cls(), **kw)
+
+
+@dataclass(frozen=True)
+class IndexSettings:
+    """Which index backend and how to reach it.
+
+    Attributes:
+        backend: ``postgres`` (tables in the ``nearsync`` schema of the same database),
+            ``elasticsearch`` or ``opensearch``.
+        options: backend-specific settings (URL, auth, timeouts, index name), validated by the
+            backend itself when it is created.
+    """
+
+    backend: str = "postgres"
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_mapping(cls, d: Mapping[str, Any]) -> IndexSettings:
+        """Validate the ``[index]`` table. Raises ConfigError naming the key."""
+        if not isinstance(d, Mapping):
+            raise ConfigError("index", "must be a table")
+        backend = d.get("backend", "postgres")
+        if backend not in BACKENDS:
+            raise ConfigError("index.backend", f"must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        return cls(backend=backend, options={k: v for k, v in d.items() if k != "backend"})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """All of nearsync's settings. Build with :func:`load_settings`."""
+
+    dsn: str = ""
+    source: SourceSettings = field(default_factory=SourceSettings)
+    daemon: DaemonSettings = field(default_factory=DaemonSettings)
+    index: IndexSettings = field(default_factory=IndexSettings)
+    signatures: Mapping[str, Any] = field(default_factory=dict)
+    dedup: Mapping[str, Any] = field(default_factory=dict)
+
+    def require_dsn(self) -> str:
+        """The DSN, or ConfigError('database.dsn') naming where to set it."""
+        if not self.dsn:
+            raise ConfigError("database.dsn", "no database given: pass --dsn, set NEARSYNC_DSN, or set [database] dsn")
+        return self.dsn
+
+
+TOP_LEVEL = {"database", "source", "daemon", "index", "signatures", "dedup"}
+
+
+def settings_from_mapping(d: Mapping[str, Any], *, env: Mapping[str, str] | None = None) -> Settings:
+    """Validate a whole settings mapping (as parsed from TOML) plus environment overrides.
+
+    Environment: ``NEARSYNC_DSN`` (overrides ``database.dsn``), ``NEARSYNC_MODE``,
+    ``NEARSYNC_BACKEND``.
+
+    Raises:
+        ConfigError: naming the first invalid key.
+    """
+    env = os.environ if env is None else env
+    _check_keys("(top level)", d, TOP_LEVEL)
+    db = d.get("database", {})
+    _check_keys("database", db, {"dsn"})
+    dsn = env.get("NEARSYNC_DSN") or db.get("dsn", "")
+    if not isinstance(dsn, str):
+        raise ConfigError("database.dsn", "must be a string")
+    daemon_d = dict(d.get("daemon", {}))
+    if env.get("NEARSYNC_MODE"):
+        daemon_d["mode"] = env["NEARSYNC_MODE"]
+    index_d = dict(d.get("index", {}))
+    if env.get("NEARSYNC_BACKEND"):
+        index_d["backend"] = env["NEARSYNC_BACKEND"]
+    s = Settings(
+        dsn=dsn,
+        source=SourceSettings.from_mapping(d.get("source", {})),
+        daemon=DaemonSettings.from_mapping(daemon_d),
+        index=IndexSettings.from_mapping(index_d),
+        signatures=d.get("signatures", {}),
+        dedup=d.get("dedup", {}),
+    )
+    missing = [c for c in s.source.fields.values() if c not in s.source.tracked_columns and c != "created_at"]
+    if missing:
+        raise ConfigError("source.tracked_columns", f"must include the columns mapped in source.fields: {missing}")
+    return s
+
+
+def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
+    """Read settings from ``path`` (or ``NEARSYNC_CONFIG``, or none: defaults) and apply overrides.
+
+    ``overrides`` (``dsn``, ``mode``, ``window_s``, ``backend``) come from command-line flags and
+    win over the file and the environment; ``None`` values are ignored.
+
+    Raises:
+        ConfigError: unreadable file (key ``config``) or an invalid setting (its key).
+    """
+    path = path or os.environ.get("NEARSYNC_CONFIG")
+    data: dict[str, Any] = {}
+    if path:
+        try:
+            data = tomllib.loads(Path(path).read_text())
+        except FileNotFoundError:
+            raise ConfigError("config", f"config file {path} not found") from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError("config", f"{path} is not valid TOML: {e}") from None
+    data = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()}
+    if overrides.get("dsn"):
+        data.setdefault("database", {})["dsn"] = overrides["dsn"]
+    for k in ("mode", "window_s", "batch_size"):
+        if overrides.get(k) is not None:
+            data.setdefault("daemon", {})[k] = overrides[k]
+    if overrides.get("backend"):
+        data.setdefault("index", {})["backend"] = overrides["backend"]
+    env = dict(os.environ)
+    if overrides.get("dsn"):
+        env.pop("NEARSYNC_DSN", None)
+    for name, key in (("mode", "NEARSYNC_MODE"), ("backend", "NEARSYNC_BACKEND")):
+        if overrides.get(name):
+            env.pop(key, None)
+    return settings_from_mapping(data, env=env)
+
+
+def parse_duration(key: str, text: str) -> float:
+    """Parse ``"10s"``, ``"500ms"``, ``"2m"`` or a bare number of seconds into seconds.
+
+    Raises:
+        ConfigError: naming ``key`` when the text is not a positive duration.
+    """
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(ms|s|m)?\s*", text)
+    if not m:
+        raise ConfigError(key, f"must be a duration like 10s, 500ms or 2m, got {text!r}")
+    value = float(m.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0, None: 1.0}[m.group(2)]
+    if value <= 0:
+        raise ConfigError(key, f"must be positive, got {text!r}")
+    return value

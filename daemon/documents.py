@@ -1,0 +1,120 @@
+"""Turn a loaded row into an :class:`IndexDocument`: fields, scope, signature and candidate keys.
+
+Pure apart from reading the settings it is built with; raises :class:`RecordError` for a row whose
+data cannot be signed, so that row alone goes the dead-letter way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from daemon.backends.base import IndexDocument
+from daemon.config import Settings
+from daemon.errors import ConfigError, RecordError
+from daemon.signatures import SignatureParams, compute_signature
+from daemon.tables import SourceTable
+
+SCOPES = ("global", "user", "group", "category")
+
+
+def scope_kind(settings: Settings) -> str:
+    """The configured candidate scope (``dedup.scope``): global, user, group or category.
+
+    Raises:
+        ConfigError: ``dedup.scope`` is something else.
+    """
+    kind = settings.dedup.get("scope", "global")
+    if kind not in SCOPES:
+        raise ConfigError("dedup.scope", f"must be one of {', '.join(SCOPES)}, got {kind!r}")
+    if kind != "global" and kind not in settings.source.fields:
+        raise ConfigError("dedup.scope", f"scope {kind!r} needs source.fields.{kind} to name a column")
+    return kind
+
+
+def scope_of(fields: Mapping[str, Any], kind: str) -> dict[str, str]:
+    """The scope values of one record: ``{}`` for global, else ``{kind: str(value)}``.
+
+    A record whose scope field is empty gets the scope value ``""`` (it matches other such records).
+    """
+    if kind == "global":
+        return {}
+    v = fields.get(kind)
+    return {kind: "" if v is None else str(v)}
+
+
+NUMERIC_ROLES = ("price", "lat", "lon")
+
+
+def coerce_numbers(fields: dict[str, Any]) -> dict[str, Any]:
+    """Make ``price``, ``lat`` and ``lon`` floats (or ``None``); text like ``"1,299.00"`` is parsed.
+
+    Non-finite values become ``None`` (range checks are the signatures' business).
+
+    Raises:
+        RecordError: a value that is not a number at all (e.g. ``price = "call me"``).
+    """
+    out = dict(fields)
+    for role in NUMERIC_ROLES:
+        v = out.get(role)
+        if v is None or isinstance(v, float):
+            continue
+        if isinstance(v, bool):
+            raise RecordError(f"{role}: expected a number, got a boolean")
+        if isinstance(v, int):
+            out[role] = float(v)
+            continue
+        text = str(v).strip().replace(",", "").lstrip("$€£")
+        if not text:
+            out[role] = None
+            continue
+        try:
+            f = float(text)
+        except ValueError:
+            raise RecordError(f"{role}: cannot parse {str(v)[:80]!r} as a number") from None
+        out[role] = f if math.isfinite(f) else None
+    return out
+
+
+@dataclass(frozen=True)
+class DocumentBuilder:
+    """Builds index documents for one source table.
+
+    Attributes:
+        table: the validated source table.
+        params: signature parameters (``[signatures]``).
+        scope: the scope kind (see :func:`scope_kind`).
+    """
+
+    table: SourceTable
+    params: SignatureParams
+    scope: str
+
+    @classmethod
+    def from_settings(cls, settings: Settings, table: SourceTable) -> DocumentBuilder:
+        """Validate ``[signatures]`` and ``dedup.scope`` and build. Raises ConfigError naming the key."""
+        return cls(table, SignatureParams.from_mapping(settings.signatures), scope_kind(settings))
+
+    def build(self, row: Mapping[str, Any], version: int) -> IndexDocument:
+        """One document for ``row`` at external version ``version``.
+
+        Raises:
+            RecordError: the row's values cannot be signed (the message says which and why).
+        """
+        fields = coerce_numbers(self.table.fields_of(row))
+        try:
+            sig = compute_signature(fields, self.params)
+        except (ValueError, TypeError, OverflowError) as e:
+            raise RecordError(f"cannot compute signature: {type(e).__name__}: {e}") from e
+        record_id = str(row[self.table.settings.id_column])
+        return IndexDocument(
+            table=self.table.name,
+            record_id=record_id,
+            version=version,
+            fields=fields,
+            scope=scope_of(fields, self.scope),
+            keys=sig.keys(),
+            signature=sig.to_document(),
+        )

@@ -1,0 +1,39 @@
+"""structlog set-up: JSON lines when stderr is not a terminal, coloured console lines when it is.
+
+Never log a DSN or an API key; use :func:`daemon.config.redact_dsn` when a DSN must be shown.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import structlog
+
+
+def configure_logging(level: str = "info", *, json: bool | None = None) -> None:
+    """Configure structlog once for the process.
+
+    Args:
+        level: debug, info, warning or error.
+        json: force JSON (True) or console (False); default: JSON unless stderr is a TTY.
+    """
+    use_json = (not sys.stderr.isatty()) if json is None else json
+    renderer = structlog.processors.JSONRenderer() if use_json else structlog.dev.ConsoleRenderer()
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level.upper()]),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+
+
+def get_logger(name: str) -> structlog.stdlib.BoundLogger:
+    """A structlog logger bound with ``logger=name``."""
+    return structlog.get_logger().bind(component=name)  # type: ignore[no-any-return]

@@ -1,0 +1,288 @@
+"""The queue loop shared by the indexing daemon and the dedup worker.
+
+One dedicated autocommit connection LISTENs and holds the worker's liveness lock; work happens on
+a small pool. The tracking table is the source of truth and NOTIFY only a hint: on every
+(re)connect the loop LISTENs first and then drains what is pending, and it polls every
+``poll_interval_s`` in case a notification was missed.
+
+Modes (same code path, different flush trigger):
+* ``realtime``: on wake, claim and process micro-batches of ``batch_size`` until the queue is empty.
+* ``batch``: on wake, gather for ``window_s`` seconds, then process everything in bulks of
+  ``bulk_size``.
+
+Transient errors (database or index down) retry the batch in hand with exponential backoff
+(tenacity) and never acknowledge anything meanwhile; per-record errors are the handler's to report
+and go the dead-letter way. SIGTERM/SIGINT finish the batch in hand and return.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import statistics
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import psycopg
+import sdnotify
+from psycopg import sql
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential
+
+from daemon.backends.base import TransientIndexError
+from daemon.config import DaemonSettings
+from daemon.logs import get_logger
+from daemon.queries import query
+from daemon.tracking import Claimed, Queue, enqueue, hold_worker_lock, register_worker
+
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    psycopg.OperationalError, PoolTimeout, TransientIndexError, ConnectionError, TimeoutError)
+
+
+@dataclass
+class BatchResult:
+    """What a handler did with a claimed batch.
+
+    Attributes:
+        done: rows to acknowledge (processed, or harmlessly stale).
+        failed: ``(row, error text)`` for per-record failures (retried, then dead-lettered).
+        follow_up: rows to put on the next queue (``next_queue``) in the same transaction as the ack.
+        counts: named counters for the batch log line (e.g. indexed, deleted, stale).
+    """
+
+    done: list[Claimed] = field(default_factory=list)
+    failed: list[tuple[Claimed, str]] = field(default_factory=list)
+    follow_up: list[Claimed] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+class BatchHandler(Protocol):
+    """Processes one claimed batch; may raise a transient error (the loop retries the batch)."""
+
+    async def process(self, conn: psycopg.AsyncConnection[Any], batch: Sequence[Claimed]) -> BatchResult:
+        """Handle ``batch`` (rows of one queue, oldest first) using ``conn`` for reads."""
+
+
+class QueueLoop:
+    """Runs a :class:`BatchHandler` over one queue until stopped.
+
+    Args:
+        dsn: database DSN (never logged).
+        queue_name: ``index`` or ``dedup``.
+        handler: the batch handler.
+        settings: ``[daemon]`` settings (mode, window, sizes, retries).
+        next_queue: queue that acknowledged ``follow_up`` rows are put on, if any.
+        bulk_size: rows per claim in batch mode.
+        name: logger name.
+    """
+
+    def __init__(self, dsn: str, queue_name: str, handler: BatchHandler, settings: DaemonSettings, *,
+                 next_queue: str | None = None, bulk_size: int = 10_000, name: str = "nearsync.loop") -> None:
+        self.dsn = dsn
+        self.queue_name = queue_name
+        self.handler = handler
+        self.settings = settings
+        self.next_queue = next_queue
+        self.bulk_size = max(bulk_size, settings.batch_size)
+        self.log = get_logger(name)
+        self.queue: Queue | None = None
+        self.wake = asyncio.Event()
+        self.stopping = False
+        self.ready = asyncio.Event()
+        self.totals: dict[str, int] = {"batches": 0, "claimed": 0, "acked": 0, "failed": 0, "dead": 0}
+        self.last_loop_at = time.monotonic()
+        self._pool = AsyncConnectionPool(dsn, min_size=1, max_size=2, open=False, timeout=10,
+                                         kwargs={"autocommit": True}, check=AsyncConnectionPool.check_connection)
+        self._notifier = sdnotify.SystemdNotifier()
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask the loop to finish the batch in hand and return."""
+        self.stopping = True
+        self.wake.set()
+
+    def install_signal_handlers(self) -> None:
+        """SIGTERM and SIGINT call :meth:`stop`."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stop)
+
+    @contextlib.asynccontextmanager
+    async def session(self) -> AsyncIterator[QueueLoop]:
+        """Open the pool and the LISTEN/liveness connection without running the main loop.
+
+        For one-shot jobs (reindex) that call :meth:`drain` themselves. Releases claims on exit.
+        """
+        await self._pool.open(wait=False)
+        listener = asyncio.create_task(self._listen(), name="nearsync-listen")
+        try:
+            await self.ready.wait()
+            yield self
+        finally:
+            self.stopping = True
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await listener
+            with contextlib.suppress(Exception):
+                if self.queue is not None:
+                    async with self._pool.connection() as conn:
+                        await self.queue.release(conn)
+            await self._pool.close()
+
+    async def run(self) -> None:
+        """Listen, drain, and process until :meth:`stop`; releases claims on the way out."""
+        await self._pool.open(wait=False)
+        listener = asyncio.create_task(self._listen(), name="nearsync-listen")
+        try:
+            await self.ready.wait()
+            while not self.stopping:
+                woken = True
+                try:
+                    await asyncio.wait_for(self.wake.wait(), timeout=self.settings.poll_interval_s)
+                except TimeoutError:
+                    woken = False
+                self.wake.clear()
+                self.last_loop_at = time.monotonic()
+                self._notifier.notify("WATCHDOG=1")
+                if self.stopping:
+                    break
+                if self.settings.mode == "batch":
+                    if not woken and not await self._has_due():
+                        continue
+                    await self._sleep(self.settings.window_s)  # the window opens at the first change seen
+                await self.drain(stop_when_stopping=True)
+        finally:
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await listener
+            with contextlib.suppress(Exception):
+                if self.queue is not None:
+                    async with self._pool.connection() as conn:
+                        await self.queue.release(conn)
+            await self._pool.close()
+            self._notifier.notify("STOPPING=1")
+            self.log.info("stopped", **self.totals)
+
+    async def _has_due(self) -> bool:
+        """Whether anything is due on our queue (errors count as yes: the drain will retry)."""
+        try:
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("has_due"), {"queue": self.queue_name})
+                row = await cur.fetchone()
+                return bool(row and row[0])
+        except Exception:  # noqa: BLE001
+            return True
+
+    async def _sleep(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while not self.stopping and (left := end - time.monotonic()) > 0:
+            await asyncio.sleep(min(left, 0.2))
+
+    async def _listen(self) -> None:
+        """Own connection: register/lock the worker id, LISTEN, wake the loop on each notification."""
+        delay = self.settings.retry_backoff_s
+        while not self.stopping:
+            try:
+                async with await psycopg.AsyncConnection.connect(self.dsn, autocommit=True) as conn:
+                    if self.queue is None:
+                        wid = await register_worker(conn)
+                        self.queue = Queue(self.queue_name, wid, self.settings.max_attempts, self.settings.retry_backoff_s)
+                    if not await hold_worker_lock(conn, self.queue.worker_id):
+                        wid = await register_worker(conn)
+                        self.queue = Queue(self.queue_name, wid, self.settings.max_attempts, self.settings.retry_backoff_s)
+                        await hold_worker_lock(conn, wid)
+                    await conn.execute(query("listen").format(channel=sql.Identifier(self.queue.channel)))
+                    self.log.info("listening", channel=self.queue.channel, worker=self.queue.worker_id,
+                                  mode=self.settings.mode)
+                    delay = self.settings.retry_backoff_s
+                    if not self.ready.is_set():
+                        self._notifier.notify("READY=1")
+                    self.ready.set()
+                    self.wake.set()  # drain whatever is pending after (re)connecting
+                    while not self.stopping:
+                        async for _ in conn.notifies(timeout=self.settings.poll_interval_s):
+                            self.wake.set()
+                        await conn.execute(query("ping"))  # liveness of the LISTEN connection
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 - reconnect on anything
+                self.log.warning("listen connection lost", error=f"{type(e).__name__}: {e}", retry_in_s=round(delay, 2))
+                await self._sleep(delay)
+                delay = min(delay * 2, 10.0)
+
+    # -- work --------------------------------------------------------------------------------------
+
+    async def drain(self, *, stop_when_stopping: bool = False) -> int:
+        """Process batches until the queue has nothing due; returns rows claimed."""
+        limit = self.settings.batch_size if self.settings.mode == "realtime" else self.bulk_size
+        total = 0
+        while not (stop_when_stopping and self.stopping):
+            n = await self.run_batch_with_retry(limit)
+            total += n
+            if n == 0:
+                break
+        return total
+
+    async def run_batch_with_retry(self, limit: int) -> int:
+        """One claim → process → ack cycle, retried with exponential backoff on transient errors."""
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception_type(TRANSIENT_ERRORS),
+            wait=wait_exponential(multiplier=self.settings.retry_backoff_s, max=30),
+            stop=lambda _state: self.stopping,
+            reraise=True,
+            before_sleep=lambda rs: self.log.warning(
+                "transient error, retrying", attempt=rs.attempt_number,
+                error=f"{type(rs.outcome.exception()).__name__}: {rs.outcome.exception()}" if rs.outcome else None),
+        ):
+            with attempt:
+                return await self.run_batch(limit)
+        return 0  # pragma: no cover - AsyncRetrying always returns or raises
+
+    async def run_batch(self, limit: int) -> int:
+        """One claim → process → ack cycle; returns the number of rows claimed (0: nothing due)."""
+        while self.queue is None:
+            if self.stopping:
+                return 0
+            await asyncio.sleep(0.05)
+        queue = self.queue
+        t0 = time.perf_counter()
+        async with self._pool.connection() as conn:
+            batch = await queue.claim(conn, limit)
+            if not batch:
+                return 0
+            t_claim = time.perf_counter()
+            try:
+                result = await self.handler.process(conn, batch)
+            except TRANSIENT_ERRORS:
+                raise
+            except Exception as e:  # noqa: BLE001 - a bug must not kill the daemon nor lose the batch
+                self.log.exception("batch handler failed; the batch is retried, then dead-lettered")
+                result = BatchResult(failed=[(c, f"{type(e).__name__}: {e}") for c in batch])
+            t_proc = time.perf_counter()
+            async with conn.transaction():
+                await queue.ack(conn, result.done)
+                if self.next_queue and result.follow_up:
+                    await enqueue(conn, self.next_queue, result.follow_up)
+                dead = await queue.fail(conn, result.failed) if result.failed else []
+        now = time.time()
+        lags = [max(0.0, now - c.changed_at.timestamp()) * 1000 for c in result.done]
+        self.totals["batches"] += 1
+        self.totals["claimed"] += len(batch)
+        self.totals["acked"] += len(result.done)
+        self.totals["failed"] += len(result.failed)
+        self.totals["dead"] += len(dead)
+        self.log.info(
+            "batch", queue=queue.name, claimed=len(batch), acked=len(result.done), failed=len(result.failed),
+            dead_lettered=len(dead), **result.counts,
+            claim_ms=round((t_claim - t0) * 1000, 1), process_ms=round((t_proc - t_claim) * 1000, 1),
+            total_ms=round((time.perf_counter() - t0) * 1000, 1),
+            lag_p50_ms=round(statistics.median(lags), 1) if lags else None,
+            lag_max_ms=round(max(lags), 1) if lags else None)
+        if result.failed:
+            for c, err in result.failed[:5]:
+                self.log.warning("record failed", record_id=c.record_id, table=c.table, error=err[:500])
+        return len(batch)

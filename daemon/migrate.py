@@ -1,0 +1,94 @@
+"""``nearsync migrate``: Alembic upgrade/downgrade plus re-attaching triggers when configuration changed.
+
+Alembic's version table is ``public.nearsync_alembic_version``. Upgrading to head is idempotent; if
+the configured tracked columns differ from what the triggers were built with, the triggers are
+re-attached (also idempotent).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import create_engine, pool
+
+from daemon.config import Settings
+from daemon.queries import query
+from daemon.tables import attach_source
+
+
+def migrations_dir() -> Path:
+    """The Alembic script directory (source checkout, or ``daemon/_migrations`` in a wheel)."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here.parent / "migrations", here / "_migrations"):
+        if (candidate / "env.py").is_file():
+            return candidate
+    raise FileNotFoundError(f"nearsync's migrations/ directory is missing next to {here}")
+
+
+def alembic_config(settings: Settings) -> Config:
+    """An Alembic Config pointing at our migrations with ``settings`` attached for env.py."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations_dir()))
+    cfg.attributes["settings"] = settings
+    return cfg
+
+
+def current_revision(settings: Settings) -> str | None:
+    """The database's current nearsync revision, or ``None`` when never migrated."""
+    dsn = settings.require_dsn()
+    engine = create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(dsn), poolclass=pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            ctx = MigrationContext.configure(conn, opts={"version_table": "nearsync_alembic_version"})
+            return ctx.get_current_revision()
+    finally:
+        engine.dispose()
+
+
+def head_revision(settings: Settings) -> str:
+    """The newest revision shipped with this version of nearsync."""
+    head = ScriptDirectory.from_config(alembic_config(settings)).get_current_head()
+    assert head is not None
+    return head
+
+
+def upgrade(settings: Settings, revision: str = "head") -> dict[str, Any]:
+    """Upgrade to ``revision`` and re-sync triggers with the configuration.
+
+    Returns:
+        ``{"from": old_rev, "to": new_rev, "triggers_resynced": bool}``.
+
+    Raises:
+        psycopg.OperationalError: database unreachable. ConfigError: no DSN.
+    """
+    before = current_revision(settings)
+    command.upgrade(alembic_config(settings), revision)
+    after = current_revision(settings)
+    resynced = False
+    if after == head_revision(settings) and before == after:
+        resynced = sync_triggers(settings)
+    return {"from": before, "to": after, "triggers_resynced": resynced}
+
+
+def downgrade(settings: Settings, revision: str = "base") -> dict[str, Any]:
+    """Downgrade to ``revision`` (``base`` removes everything nearsync created)."""
+    before = current_revision(settings)
+    command.downgrade(alembic_config(settings), revision)
+    return {"from": before, "to": current_revision(settings)}
+
+
+def sync_triggers(settings: Settings) -> bool:
+    """Re-attach the source table's triggers if its configured columns differ; True if it did."""
+    src = settings.source
+    with psycopg.connect(settings.require_dsn()) as conn:
+        rows = {r[0]: (r[1], list(r[2])) for r in conn.execute(query("tracked_tables")).fetchall()}
+        if rows.get(src.qualified) == (src.id_column, list(src.tracked_columns)):
+            return False
+        attach_source(conn, src)
+        return True

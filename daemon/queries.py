@@ -1,0 +1,65 @@
+"""Named SQL, loaded from the ``sql/`` directory.
+
+Each ``sql/*.sql`` file is either a script (run whole, e.g. by a migration: :func:`script`) or a
+set of named queries, each introduced by a ``-- name: <name>`` line (:func:`query`). Queries take
+psycopg ``%(name)s`` parameters; ``{placeholders}`` stand for identifiers from configuration and are
+filled with :func:`psycopg.sql.SQL.format` and ``sql.Identifier`` by the caller. Nothing else in the
+package writes SQL text.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+from psycopg import sql
+
+_NAME = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.M)
+
+
+def sql_dir() -> Path:
+    """The directory with the ``.sql`` files (source checkout, or ``daemon/_sql`` in a wheel).
+
+    Raises:
+        FileNotFoundError: neither exists (a broken install).
+    """
+    here = Path(__file__).resolve().parent
+    for candidate in (here.parent / "sql", here / "_sql"):
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError(f"nearsync's sql/ directory is missing next to {here}")
+
+
+@functools.cache
+def _all_queries() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for path in sorted(sql_dir().glob("*.sql")):
+        text = path.read_text()
+        parts = _NAME.split(text)
+        for name, body in zip(parts[1::2], parts[2::2], strict=True):
+            if name in out:
+                raise ValueError(f"query {name!r} is defined twice (second time in {path.name})")
+            out[name] = body.strip().rstrip(";")
+    return out
+
+
+def query(name: str) -> sql.SQL:
+    """The named query as ``sql.SQL`` (call ``.format(...)`` for its ``{identifiers}``).
+
+    Raises:
+        KeyError: no query of that name in ``sql/``.
+    """
+    try:
+        return sql.SQL(_all_queries()[name])  # type: ignore[arg-type]
+    except KeyError:
+        raise KeyError(f"no SQL query named {name!r} in {sql_dir()}") from None
+
+
+def script(name: str) -> str:
+    """The whole text of ``sql/<name>.sql`` (a script, run as is).
+
+    Raises:
+        FileNotFoundError: no such file.
+    """
+    return (sql_dir() / f"{name}.sql").read_text()

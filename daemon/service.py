@@ -1,0 +1,98 @@
+"""Wiring: settings → source table, document builder, backend and queue loop for each process.
+
+The CLI and the tests build processes here, so both run exactly the same code.
+"""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from daemon.backends.base import IndexBackend
+from daemon.backends.factory import create_backend
+from daemon.config import Settings
+from daemon.documents import DocumentBuilder
+from daemon.indexer import IndexHandler
+from daemon.loop import QueueLoop
+from daemon.queries import query
+from daemon.tables import SourceTable, inspect_source
+from daemon.tracking import DEDUP_QUEUE, INDEX_QUEUE
+
+
+def dedup_enabled(settings: Settings) -> bool:
+    """Whether indexed records are queued for the dedup worker (``dedup.enabled``, default false)."""
+    return bool(settings.dedup.get("enabled", False))
+
+
+async def open_source(settings: Settings) -> SourceTable:
+    """Connect once and validate the source table and migrations.
+
+    Raises:
+        psycopg.OperationalError: bad DSN / server down. SchemaError: missing table or migration.
+    """
+    async with await psycopg.AsyncConnection.connect(settings.require_dsn(), connect_timeout=10) as conn:
+        return await inspect_source(conn, settings.source)
+
+
+@asynccontextmanager
+async def opened_backend(settings: Settings) -> AsyncIterator[IndexBackend]:
+    """The configured backend, opened, closed on exit."""
+    backend = create_backend(settings)
+    await backend.open()
+    try:
+        yield backend
+    finally:
+        await backend.close()
+
+
+@dataclass
+class Indexer:
+    """An indexing daemon ready to run: ``await indexer.loop.run()``."""
+
+    loop: QueueLoop
+    backend: IndexBackend
+    table: SourceTable
+
+
+async def build_indexer(settings: Settings, backend: IndexBackend) -> Indexer:
+    """Validate everything (fail fast) and build the indexing loop over an opened backend.
+
+    Raises:
+        ConfigError, SchemaError, psycopg.OperationalError.
+    """
+    table = await open_source(settings)
+    builder = DocumentBuilder.from_settings(settings, table)
+    handler = IndexHandler(table, builder, backend)
+    loop = QueueLoop(settings.require_dsn(), INDEX_QUEUE, handler, settings.daemon,
+                     next_queue=DEDUP_QUEUE if dedup_enabled(settings) else None, name="nearsync.indexer")
+    return Indexer(loop, backend, table)
+
+
+async def status(settings: Settings) -> dict[str, Any]:
+    """Pending count and oldest pending age (lag, s) per queue, dead letters per queue, indexed count.
+
+    Raises:
+        psycopg.OperationalError, SchemaError.
+    """
+    table = await open_source(settings)
+    async with await psycopg.AsyncConnection.connect(settings.require_dsn(), autocommit=True) as conn:
+        async with conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(query("queue_status"))
+            queues = {r["queue"]: {k: r[k] for k in ("pending", "oldest_age_s", "claimed", "retrying")}
+                      for r in await cur.fetchall()}
+            await cur.execute(query("dead_letter_count"))
+            dead = {r["queue"]: r["n"] for r in await cur.fetchall()}
+            await cur.execute(table.formatted("count_rows"))
+            rows = (await cur.fetchone() or {}).get("n", 0)
+    for q in (INDEX_QUEUE, DEDUP_QUEUE):
+        queues.setdefault(q, {"pending": 0, "oldest_age_s": 0.0, "claimed": 0, "retrying": 0})
+        queues[q]["dead_letters"] = dead.get(q, 0)
+    async with opened_backend(settings) as backend:
+        indexed = await backend.count(table.name)
+    return {"table": table.name, "rows": rows, "indexed": indexed, "backend": settings.index.backend,
+            "queues": queues}

@@ -1,0 +1,167 @@
+"""The tracked source table: its id type, the columns to load, and rows turned into field values.
+
+Identifiers come from configuration and are always quoted with ``sql.Identifier``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import math
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import dict_row
+
+from daemon.config import SourceSettings
+from daemon.errors import ConfigError, NearsyncError
+from daemon.queries import query
+
+_INT_TYPES = {"int2", "int4", "int8"}
+_TEXT_TYPES = {"text", "varchar", "bpchar"}
+
+
+class SchemaError(NearsyncError):
+    """The database is not ready: a missing table, column or migration. The message says which."""
+
+
+@dataclass(frozen=True)
+class SourceTable:
+    """A validated view of the tracked table.
+
+    Attributes:
+        settings: the ``[source]`` settings.
+        id_kind: ``"int"``, ``"text"`` or ``"uuid"``: how text record ids are turned back into keys.
+    """
+
+    settings: SourceSettings
+    id_kind: str
+
+    @property
+    def name(self) -> str:
+        """``schema.table`` (the name used in tracking rows and documents)."""
+        return self.settings.qualified
+
+    @property
+    def ident(self) -> sql.Identifier:
+        """The quoted table identifier."""
+        return sql.Identifier(self.settings.schema, self.settings.table)
+
+    @property
+    def id_ident(self) -> sql.Identifier:
+        """The quoted id column."""
+        return sql.Identifier(self.settings.id_column)
+
+    def id_converter(self) -> Callable[[str], Any]:
+        """A function from text record id to a key value of the column's type."""
+        return {"int": int, "uuid": uuid.UUID, "text": str}[self.id_kind]
+
+    def convert_ids(self, ids: Sequence[str]) -> list[Any]:
+        """Text ids -> typed keys (for ``= ANY(%s)`` with index use)."""
+        conv = self.id_converter()
+        return [conv(i) for i in ids]
+
+    def load_columns(self) -> list[str]:
+        """Columns read per changed row: the id, mapped fields and the active column, deduplicated."""
+        s = self.settings
+        cols = [s.id_column, *s.fields.values()]
+        if s.active_column:
+            cols.append(s.active_column)
+        return list(dict.fromkeys(cols))
+
+    def formatted(self, name: str) -> sql.Composed:
+        """The named query ``name`` with this table's ``{table}``, ``{id}`` and ``{columns}`` filled in."""
+        return query(name).format(
+            table=self.ident,
+            id=self.id_ident,
+            columns=sql.SQL(", ").join(sql.Identifier(c) for c in self.load_columns()),
+        )
+
+    def is_active(self, row: Mapping[str, Any]) -> bool:
+        """Whether a loaded row belongs in the index (``active_column`` value in ``active_values``)."""
+        s = self.settings
+        if not s.active_column:
+            return True
+        return str(row.get(s.active_column)) in s.active_values
+
+    def fields_of(self, row: Mapping[str, Any]) -> dict[str, Any]:
+        """Field role -> JSON-safe value for one loaded row.
+
+        Decimals become floats, timestamps ISO 8601 strings, NaN/inf floats ``None``; other
+        non-JSON values become ``str``.
+        """
+        return {role: json_safe(row.get(col)) for role, col in self.settings.fields.items()}
+
+
+def json_safe(v: Any) -> Any:
+    """One column value as a JSON-serialisable value (see :meth:`SourceTable.fields_of`)."""
+    if v is None or isinstance(v, (str, bool, int)):
+        return v
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, decimal.Decimal):
+        f = float(v)
+        return f if math.isfinite(f) else None
+    if isinstance(v, (dt.datetime, dt.date)):
+        return v.isoformat()
+    return str(v)
+
+
+async def inspect_source(conn: psycopg.AsyncConnection[Any], settings: SourceSettings) -> SourceTable:
+    """Check that the table and its columns exist and that migrations ran; return a SourceTable.
+
+    Raises:
+        SchemaError: missing table, column, or nearsync migration.
+        ConfigError: unsupported id column type (``source.id_column``).
+    """
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(query("table_exists"), {"name": "nearsync.index_tracking"})
+        if not (await cur.fetchone() or {}).get("present"):
+            raise SchemaError("nearsync is not installed in this database: run `nearsync migrate` first")
+        qualified = str(sql.Identifier(settings.schema, settings.table).as_string(conn))
+        await cur.execute(query("table_exists"), {"name": qualified})
+        if not (await cur.fetchone() or {}).get("present"):
+            raise SchemaError(f"table {settings.qualified} does not exist (source.table / source.schema)")
+        await cur.execute(query("column_types"), {"name": qualified})
+        types = {r["column_name"]: r["base_type"] for r in await cur.fetchall()}
+    table = SourceTable(settings, "text")
+    missing = [c for c in table.load_columns() if c not in types]
+    if missing:
+        raise SchemaError(f"table {settings.qualified} has no column(s) {', '.join(missing)} (source.fields)")
+    id_type = types[settings.id_column]
+    if id_type in _INT_TYPES:
+        kind = "int"
+    elif id_type in _TEXT_TYPES:
+        kind = "text"
+    elif id_type == "uuid":
+        kind = "uuid"
+    else:
+        raise ConfigError("source.id_column", f"type {id_type} is not supported (use an integer, text or uuid key)")
+    return SourceTable(settings, kind)
+
+
+async def load_rows(conn: psycopg.AsyncConnection[Any], table: SourceTable, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Load the rows with the given text ids in one query; returns ``{record_id: row}``.
+
+    Ids that no longer exist are absent from the result (the caller deletes them from the index).
+    """
+    if not ids:
+        return {}
+    id_col = table.settings.id_column
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(table.formatted("load_rows"), {"ids": table.convert_ids(ids)})
+        return {str(r[id_col]): r for r in await cur.fetchall()}
+
+
+def attach_source(conn: psycopg.Connection[Any], settings: SourceSettings) -> None:
+    """Attach (or re-attach with new columns) the nearsync triggers to the source table.
+
+    Idempotent. Runs in the caller's transaction.
+    """
+    qualified = sql.Identifier(settings.schema, settings.table).as_string(conn)
+    conn.execute(query("attach_table"), {"table": qualified, "id_column": settings.id_column,
+                                          "columns": list(settings.tracked_columns)})

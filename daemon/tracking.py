@@ -1,0 +1,141 @@
+"""The tracking/claiming protocol (a transactional outbox read at least once).
+
+* The triggers (``sql/triggers.sql``) upsert one pending row per changed record into
+  ``nearsync.index_tracking`` with a fresh change sequence, in the user's transaction.
+* A worker registers an id and holds advisory lock ``(28275, id)`` on its LISTEN connection for as
+  long as it lives; a claim whose holder lost its lock is claimable again, so a ``kill -9`` loses
+  nothing and needs no lease timeout.
+* :meth:`Queue.claim` takes due rows with ``FOR UPDATE SKIP LOCKED`` and commits at once (the claim
+  is the ``claimed_by`` column, not a held lock, so user writes never wait for us).
+* :meth:`Queue.ack` deletes a row only if its sequence is still the claimed one: a change that
+  arrived mid-batch bumped the sequence and cleared the claim, and stays pending.
+* :meth:`Queue.fail` counts a per-record failure with exponential backoff; after ``max_attempts``
+  the row moves to ``nearsync.dead_letters``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from daemon.queries import query
+
+INDEX_QUEUE = "index"
+DEDUP_QUEUE = "dedup"
+CHANNELS = {INDEX_QUEUE: "nearsync", DEDUP_QUEUE: "nearsync_dedup"}
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """One claimed tracking row.
+
+    Attributes:
+        table: ``schema.table``. record_id: text id. op: ``"U"`` (upsert) or ``"D"`` (delete).
+        seq: change sequence (the external version). changed_at: when the change was recorded.
+        attempts: failures so far.
+    """
+
+    table: str
+    record_id: str
+    op: str
+    seq: int
+    changed_at: dt.datetime
+    attempts: int
+
+
+@dataclass(frozen=True)
+class Queue:
+    """Client of one queue (``index`` or ``dedup``) of the tracking table for worker ``worker_id``.
+
+    All methods take an autocommit async connection and open their own short transactions.
+    """
+
+    name: str
+    worker_id: int
+    max_attempts: int = 3
+    backoff_s: float = 0.2
+
+    @property
+    def channel(self) -> str:
+        """The NOTIFY channel that wakes this queue's workers."""
+        return CHANNELS[self.name]
+
+    async def claim(self, conn: psycopg.AsyncConnection[Any], limit: int) -> list[Claimed]:
+        """Claim up to ``limit`` due rows, oldest change first (also re-claims our own leftovers)."""
+        async with conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(query("claim"), {"queue": self.name, "worker": self.worker_id, "limit": limit})
+            rows = await cur.fetchall()
+        out = [Claimed(r["table_name"], r["record_id"], r["op"], r["seq"], r["changed_at"], r["attempts"]) for r in rows]
+        out.sort(key=lambda c: c.seq)
+        return out
+
+    async def ack(self, conn: psycopg.AsyncConnection[Any], done: Iterable[Claimed]) -> None:
+        """Version-checked delete of processed rows (call inside the caller's transaction)."""
+        for table, items in _by_table(done).items():
+            await conn.execute(query("ack"), {"queue": self.name, "table": table,
+                                              "record_ids": [c.record_id for c in items],
+                                              "seqs": [c.seq for c in items]})
+
+    async def fail(self, conn: psycopg.AsyncConnection[Any], failed: Sequence[tuple[Claimed, str]]) -> list[str]:
+        """Count failures; move rows at ``max_attempts`` to the dead-letter table.
+
+        Returns:
+            the record ids that were dead-lettered now.
+        """
+        dead: list[str] = []
+        by_table: dict[str, list[tuple[Claimed, str]]] = {}
+        for c, err in failed:
+            by_table.setdefault(c.table, []).append((c, err))
+        for table, items in by_table.items():
+            ids = [c.record_id for c, _ in items]
+            await conn.execute(query("fail"), {
+                "queue": self.name, "table": table, "record_ids": ids, "seqs": [c.seq for c, _ in items],
+                "errors": [e[:4000] for _, e in items], "backoff_s": self.backoff_s})
+            cur = await conn.execute(query("dead_letter"), {"queue": self.name, "table": table, "record_ids": ids,
+                                                            "max_attempts": self.max_attempts})
+            dead += [r[0] for r in await cur.fetchall()]
+        return dead
+
+    async def release(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Give back every claim of ours (on shutdown)."""
+        await conn.execute(query("release"), {"queue": self.name, "worker": self.worker_id})
+
+
+async def enqueue(conn: psycopg.AsyncConnection[Any], queue: str, items: Iterable[Claimed]) -> int:
+    """Put records on ``queue`` keeping their sequence (a newer pending row wins); returns the count."""
+    n = 0
+    for table, group in _by_table(items).items():
+        await conn.execute(query("enqueue"), {
+            "queue": queue, "table": table, "record_ids": [c.record_id for c in group],
+            "ops": [c.op for c in group], "seqs": [c.seq for c in group],
+            "changed_ats": [c.changed_at for c in group]})
+        await conn.execute(query("notify"), {"channel": CHANNELS[queue], "payload": table})
+        n += len(group)
+    return n
+
+
+async def register_worker(conn: psycopg.AsyncConnection[Any]) -> int:
+    """Allocate a worker id from ``nearsync.worker_seq``."""
+    cur = await conn.execute(query("register_worker"))
+    row = await cur.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def hold_worker_lock(conn: psycopg.AsyncConnection[Any], worker_id: int) -> bool:
+    """Take the session advisory lock that says worker ``worker_id`` is alive; False if taken."""
+    cur = await conn.execute(query("lock_worker"), {"worker": worker_id})
+    row = await cur.fetchone()
+    return bool(row and row[0])
+
+
+def _by_table(items: Iterable[Claimed]) -> dict[str, list[Claimed]]:
+    out: dict[str, list[Claimed]] = {}
+    for c in items:
+        out.setdefault(c.table, []).append(c)
+    return out

@@ -1,0 +1,70 @@
+-- The PostgreSQL index backend (daemon.backends.postgres). Versions are external: a write
+-- applies only when its version is newer than the stored one; deletes leave a tombstone that
+-- keeps their version, so a late older upsert cannot resurrect a deleted record.
+
+-- name: upsert_documents
+INSERT INTO nearsync.documents AS d (table_name, record_id, version, deleted, scope, fields, signature, keys, indexed_at)
+SELECT %(table)s, u.record_id, u.version, false, u.scope, u.fields, u.signature, u.keys, clock_timestamp()
+FROM unnest(%(record_ids)s::text[], %(versions)s::bigint[], %(scopes)s::jsonb[], %(fields)s::jsonb[],
+            %(signatures)s::jsonb[], %(keys)s::jsonb[]) AS u(record_id, version, scope, fields, signature, keys)
+ON CONFLICT (table_name, record_id) DO UPDATE SET
+    version = excluded.version, deleted = false, scope = excluded.scope, fields = excluded.fields,
+    signature = excluded.signature, keys = excluded.keys, indexed_at = excluded.indexed_at
+WHERE d.version < excluded.version
+RETURNING d.record_id;
+
+-- name: delete_documents
+INSERT INTO nearsync.documents AS d (table_name, record_id, version, deleted, indexed_at)
+SELECT %(table)s, u.record_id, u.version, true, clock_timestamp()
+FROM unnest(%(record_ids)s::text[], %(versions)s::bigint[]) AS u(record_id, version)
+ON CONFLICT (table_name, record_id) DO UPDATE SET
+    version = excluded.version, deleted = true, scope = '{}', fields = NULL, signature = NULL,
+    keys = NULL, indexed_at = excluded.indexed_at
+WHERE d.version < excluded.version
+RETURNING d.record_id;
+
+-- name: delete_keys
+DELETE FROM nearsync.document_keys WHERE table_name = %(table)s AND record_id = ANY(%(record_ids)s::text[]);
+
+-- name: insert_keys
+INSERT INTO nearsync.document_keys (key, table_name, record_id)
+SELECT k.key, %(table)s, k.record_id FROM unnest(%(keys)s::bigint[], %(record_ids)s::text[]) AS k(key, record_id);
+
+-- name: get_documents
+SELECT record_id, version, scope, fields, signature, keys FROM nearsync.documents
+WHERE table_name = %(table)s AND record_id = ANY(%(record_ids)s::text[]) AND NOT deleted;
+
+-- name: candidates
+-- Records sharing at least %(min_match)s hashed keys (the hash folds in table and scope, so the
+-- lookup is blocked by scope for free), best first, with their documents.
+WITH hits AS (
+    SELECT k.record_id, count(*)::integer AS matched
+    FROM nearsync.document_keys k
+    WHERE k.key = ANY(%(keys)s::bigint[]) AND k.table_name = %(table)s
+      AND k.record_id IS DISTINCT FROM %(exclude_id)s
+    GROUP BY k.record_id
+    HAVING count(*) >= %(min_match)s
+    ORDER BY matched DESC, k.record_id
+    LIMIT %(limit)s
+)
+SELECT d.record_id, d.version, d.scope, d.fields, d.signature, d.keys, hits.matched
+FROM hits JOIN nearsync.documents d ON d.table_name = %(table)s AND d.record_id = hits.record_id
+WHERE NOT d.deleted
+ORDER BY hits.matched DESC, d.record_id;
+
+-- name: count_documents
+SELECT count(*)::bigint AS n FROM nearsync.documents WHERE table_name = %(table)s AND NOT deleted;
+
+-- name: iter_versions
+SELECT record_id, version FROM nearsync.documents WHERE table_name = %(table)s AND NOT deleted;
+
+-- name: clear_documents
+DELETE FROM nearsync.documents WHERE table_name = %(table)s;
+
+-- name: clear_keys
+DELETE FROM nearsync.document_keys WHERE table_name = %(table)s;
+
+-- name: purge_tombstones
+-- Tombstones older than %(older_than_s)s seconds have done their job (no older write is in flight).
+DELETE FROM nearsync.documents
+WHERE deleted AND indexed_at < clock_timestamp() - make_interval(secs => %(older_than_s)s);

@@ -1,0 +1,204 @@
+-- The tracking/claiming protocol. Queries are loaded by name (daemon.queries).
+-- Parameters use psycopg's %(name)s placeholders; {identifiers} are filled with sql.Identifier.
+
+-- name: register_worker
+-- A new worker id; the caller then holds advisory lock (28275, id) on its LISTEN connection.
+SELECT nextval('nearsync.worker_seq')::integer AS worker_id;
+
+-- name: lock_worker
+SELECT pg_try_advisory_lock(28275, %(worker)s) AS locked;
+
+-- name: claim
+-- Claim up to %(limit)s due rows of a queue, oldest change first. A row is claimable when nobody
+-- holds it, or its holder is dead (no longer holds its advisory lock). SKIP LOCKED lets several
+-- workers claim side by side; the claim itself commits at once, so user writes never wait on us.
+WITH alive AS (
+    SELECT objid::integer AS worker_id FROM pg_locks
+    WHERE locktype = 'advisory' AND classid = 28275 AND objsubid = 2 AND granted
+), picked AS (
+    SELECT t.queue, t.table_name, t.record_id
+    FROM nearsync.index_tracking t
+    WHERE t.queue = %(queue)s
+      AND (t.claimed_by IS NULL OR t.claimed_by = %(worker)s
+           OR t.claimed_by NOT IN (SELECT worker_id FROM alive))
+      AND (t.not_before IS NULL OR t.not_before <= clock_timestamp())
+    ORDER BY t.seq
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE nearsync.index_tracking t
+SET claimed_by = %(worker)s, claimed_at = clock_timestamp()
+FROM picked
+WHERE t.queue = picked.queue AND t.table_name = picked.table_name AND t.record_id = picked.record_id
+RETURNING t.table_name, t.record_id, t.op, t.seq, t.changed_at, t.attempts;
+
+-- name: ack
+-- Acknowledge processed rows: delete each only if its sequence is still the one we claimed. A
+-- change that arrived meanwhile bumped the sequence (and cleared the claim), so it stays pending.
+DELETE FROM nearsync.index_tracking t
+USING unnest(%(record_ids)s::text[], %(seqs)s::bigint[]) AS a(record_id, seq)
+WHERE t.queue = %(queue)s AND t.table_name = %(table)s
+  AND t.record_id = a.record_id AND t.seq = a.seq;
+
+-- name: fail
+-- Record a per-record failure: count the attempt, keep the error, back off exponentially.
+UPDATE nearsync.index_tracking t
+SET attempts = t.attempts + 1, last_error = f.error, claimed_by = NULL, claimed_at = NULL,
+    not_before = clock_timestamp() + make_interval(secs => %(backoff_s)s * power(2, t.attempts))
+FROM unnest(%(record_ids)s::text[], %(seqs)s::bigint[], %(errors)s::text[]) AS f(record_id, seq, error)
+WHERE t.queue = %(queue)s AND t.table_name = %(table)s
+  AND t.record_id = f.record_id AND t.seq = f.seq;
+
+-- name: dead_letter
+-- Move rows that failed %(max_attempts)s times to the dead-letter table.
+WITH moved AS (
+    DELETE FROM nearsync.index_tracking t
+    WHERE t.queue = %(queue)s AND t.table_name = %(table)s
+      AND t.record_id = ANY(%(record_ids)s::text[]) AND t.attempts >= %(max_attempts)s
+    RETURNING t.*
+)
+INSERT INTO nearsync.dead_letters AS d (queue, table_name, record_id, op, seq, attempts, error, changed_at)
+SELECT queue, table_name, record_id, op, seq, attempts, coalesce(last_error, 'unknown error'), changed_at
+FROM moved
+ON CONFLICT (queue, table_name, record_id) DO UPDATE SET
+    op = excluded.op, seq = excluded.seq, attempts = d.attempts + excluded.attempts,
+    error = excluded.error, changed_at = excluded.changed_at, failed_at = now()
+RETURNING d.record_id;
+
+-- name: release
+-- Give back claims we will not finish (shutdown before processing).
+UPDATE nearsync.index_tracking SET claimed_by = NULL, claimed_at = NULL
+WHERE claimed_by = %(worker)s AND queue = %(queue)s;
+
+-- name: enqueue
+-- Put records on a queue (the dedup queue after indexing) with the sequence they were indexed
+-- at; a pending row with a newer sequence wins. Same coalescing as the triggers.
+INSERT INTO nearsync.index_tracking AS t (queue, table_name, record_id, op, seq, changed_at)
+SELECT %(queue)s, %(table)s, e.record_id, e.op, e.seq, e.changed_at
+FROM unnest(%(record_ids)s::text[], %(ops)s::text[], %(seqs)s::bigint[], %(changed_ats)s::timestamptz[])
+     AS e(record_id, op, seq, changed_at)
+ON CONFLICT (queue, table_name, record_id) DO UPDATE SET
+    op = excluded.op, seq = excluded.seq, changed_at = excluded.changed_at,
+    claimed_by = NULL, claimed_at = NULL, attempts = 0, not_before = NULL, last_error = NULL
+WHERE t.seq < excluded.seq;
+
+-- name: notify
+SELECT pg_notify(%(channel)s, %(payload)s);
+
+-- name: queue_status
+SELECT queue, count(*)::bigint AS pending,
+       coalesce(extract(epoch FROM clock_timestamp() - min(changed_at)), 0)::float8 AS oldest_age_s,
+       count(*) FILTER (WHERE claimed_by IS NOT NULL)::bigint AS claimed,
+       count(*) FILTER (WHERE attempts > 0)::bigint AS retrying
+FROM nearsync.index_tracking GROUP BY queue ORDER BY queue;
+
+-- name: dead_letter_count
+SELECT queue, count(*)::bigint AS n FROM nearsync.dead_letters GROUP BY queue ORDER BY queue;
+
+-- name: dead_letter_list
+SELECT id, queue, table_name, record_id, op, seq, attempts, error, changed_at, failed_at
+FROM nearsync.dead_letters ORDER BY id LIMIT %(limit)s;
+
+-- name: dead_letter_retry
+-- Put dead letters back on their queue with a fresh sequence and zero attempts.
+WITH back AS (
+    DELETE FROM nearsync.dead_letters WHERE (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
+    RETURNING queue, table_name, record_id, op
+)
+INSERT INTO nearsync.index_tracking AS t (queue, table_name, record_id, op, seq, changed_at)
+SELECT queue, table_name, record_id, op, nextval('nearsync.change_seq'), clock_timestamp() FROM back
+ON CONFLICT (queue, table_name, record_id) DO UPDATE SET
+    op = excluded.op, seq = excluded.seq, changed_at = excluded.changed_at,
+    claimed_by = NULL, claimed_at = NULL, attempts = 0, not_before = NULL, last_error = NULL
+RETURNING t.record_id;
+
+-- name: dead_letter_purge
+DELETE FROM nearsync.dead_letters WHERE (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]));
+
+-- name: tracked_tables
+SELECT table_name, id_column, tracked_columns FROM nearsync.tracked_tables ORDER BY table_name;
+
+-- name: table_exists
+SELECT to_regclass(%(name)s) IS NOT NULL AS present;
+
+-- name: column_types
+SELECT a.attname AS column_name, format_type(a.atttypid, a.atttypmod) AS type_name,
+       t.typname AS base_type
+FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+WHERE a.attrelid = to_regclass(%(name)s) AND a.attnum > 0 AND NOT a.attisdropped;
+
+-- name: load_rows
+-- The changed rows, in one query. {columns}, {table} and {id} are identifiers from configuration.
+SELECT {columns} FROM {table} WHERE {id} = ANY(%(ids)s);
+
+-- name: enqueue_page
+-- One page of a full reindex, by keyset pagination on the id: every row of the page is put on the
+-- index queue with a fresh sequence (coalescing with pending rows), so the normal path indexes it
+-- and no concurrent change can be overwritten by an older read.
+WITH page AS (
+    SELECT {id} AS id FROM {table}
+    WHERE %(after)s::text IS NULL OR {id} > %(after_value)s
+    ORDER BY {id} LIMIT %(limit)s
+), queued AS (
+    INSERT INTO nearsync.index_tracking AS t (queue, table_name, record_id, op, seq, changed_at)
+    SELECT 'index', %(table_name)s, page.id::text, 'U', nextval('nearsync.change_seq'), clock_timestamp()
+    FROM page
+    ON CONFLICT (queue, table_name, record_id) DO UPDATE SET
+        op = excluded.op, seq = excluded.seq, changed_at = excluded.changed_at,
+        claimed_by = NULL, claimed_at = NULL, attempts = 0, not_before = NULL, last_error = NULL
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM queued)::bigint AS queued, (SELECT max(id)::text FROM page) AS last_key;
+
+-- name: count_rows
+SELECT count(*)::bigint AS n FROM {table};
+
+-- name: ids_present
+-- Which of the given ids exist in the table (verify).
+SELECT {id}::text AS record_id FROM {table} WHERE {id} = ANY(%(ids)s);
+
+-- name: checkpoint_get
+SELECT job, last_key, done, total FROM nearsync.job_checkpoints WHERE job = %(job)s;
+
+-- name: checkpoint_put
+INSERT INTO nearsync.job_checkpoints (job, last_key, done, total)
+VALUES (%(job)s, %(last_key)s, %(done)s, %(total)s)
+ON CONFLICT (job) DO UPDATE SET last_key = excluded.last_key, done = excluded.done,
+    total = excluded.total, updated_at = now();
+
+-- name: checkpoint_delete
+DELETE FROM nearsync.job_checkpoints WHERE job = %(job)s;
+
+-- name: attach_table
+SELECT nearsync.attach_table(%(table)s::regclass, %(id_column)s, %(columns)s::text[]);
+
+-- name: detach_table
+SELECT nearsync.detach_table(%(table)s::regclass);
+
+-- name: listen
+LISTEN {channel};
+
+-- name: ping
+SELECT 1;
+
+-- name: enqueue_fresh
+-- Put records on a queue with a fresh sequence (repair: missing, orphaned or drifted documents).
+INSERT INTO nearsync.index_tracking AS t (queue, table_name, record_id, op, seq, changed_at)
+SELECT %(queue)s, %(table)s, e.record_id, e.op, nextval('nearsync.change_seq'), clock_timestamp()
+FROM unnest(%(record_ids)s::text[], %(ops)s::text[]) AS e(record_id, op)
+ON CONFLICT (queue, table_name, record_id) DO UPDATE SET
+    op = excluded.op, seq = excluded.seq, changed_at = excluded.changed_at,
+    claimed_by = NULL, claimed_at = NULL, attempts = 0, not_before = NULL, last_error = NULL;
+
+-- name: id_page
+-- One page of ids by keyset pagination (verify).
+SELECT {id}::text AS record_id, {id} AS key FROM {table}
+WHERE %(after)s::text IS NULL OR {id} > %(after_value)s
+ORDER BY {id} LIMIT %(limit)s;
+
+-- name: has_due
+-- Whether a queue has anything due (batch mode opens its window only then).
+SELECT EXISTS (
+    SELECT 1 FROM nearsync.index_tracking
+    WHERE queue = %(queue)s AND (not_before IS NULL OR not_before <= clock_timestamp())
+) AS due;

@@ -1,0 +1,198 @@
+"""The CDC core against a real PostgreSQL: triggers, tracking protocol, daemon, dead letters, modes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import replace
+from typing import Any
+
+import psycopg
+import pytest
+
+from daemon.config import Settings
+from tests.conftest import (
+    index_state,
+    pending,
+    running_indexer,
+    table_state,
+    wait_until,
+    with_daemon,
+)
+
+INSERT = "INSERT INTO ads (user_id, category, title, body, price, lat, lon) VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id"
+
+
+def ad(i: int) -> tuple[Any, ...]:
+    return (f"u{i % 7}", "tv", f"Sony Bravia KDL-{40 + i} LCD television {i}",
+            f"Full HD television number {i}. Great picture, barely used, remote included.", 100.0 + i, 48.85, 2.35)
+
+
+async def insert_ads(dsn: str, n: int, start: int = 0) -> list[str]:
+    async with await psycopg.AsyncConnection.connect(dsn) as c:
+        ids = []
+        async with c.cursor() as cur:
+            for i in range(start, start + n):
+                await cur.execute(INSERT, ad(i))
+                row = await cur.fetchone()
+                assert row is not None
+                ids.append(str(row[0]))
+        return ids
+
+
+async def in_sync(s: Settings) -> bool:
+    return await index_state(s) == await table_state(s.dsn)
+
+
+async def test_insert_update_delete_reach_the_index(settings: Settings) -> None:
+    async with running_indexer(settings):
+        ids = await insert_ads(settings.dsn, 5)
+        await wait_until(lambda: in_sync(settings))
+        async with await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True) as c:
+            await c.execute("UPDATE ads SET title = 'Samsung plasma 50 inch' WHERE id = %s", (int(ids[0]),))
+            await c.execute("DELETE FROM ads WHERE id = %s", (int(ids[1]),))
+            await c.execute("UPDATE ads SET status = 'sold' WHERE id = %s", (int(ids[2]),))
+        await wait_until(lambda: in_sync(settings))
+    state = await index_state(settings)
+    assert state[ids[0]]["title"] == "Samsung plasma 50 inch"
+    assert ids[1] not in state and ids[2] not in state
+    assert set(state) == {ids[3], ids[4], ids[0]}
+    assert await pending(settings.dsn) == 0
+
+
+async def test_repeated_changes_coalesce_into_one_pending_row(settings: Settings) -> None:
+    [rid] = await insert_ads(settings.dsn, 1)
+    async with await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True) as c:
+        for k in range(5):
+            await c.execute("UPDATE ads SET price = %s WHERE id = %s", (200 + k, int(rid)))
+        cur = await c.execute("SELECT op, seq FROM nearsync.index_tracking WHERE queue = 'index'")
+        rows = await cur.fetchall()
+        last_seq = (await (await c.execute("SELECT last_value FROM nearsync.change_seq")).fetchone())[0]  # type: ignore[index]
+    assert len(rows) == 1 and rows[0][0] == "U" and rows[0][1] == last_seq
+    async with running_indexer(settings) as indexer:
+        await wait_until(lambda: in_sync(settings))
+        assert indexer.loop.totals["claimed"] == 1
+        async with __import__("daemon.service", fromlist=["opened_backend"]).opened_backend(settings) as b:
+            doc = (await b.get("public.ads", [rid]))[rid]
+    assert doc.fields["price"] == 204.0 and doc.version == last_seq
+
+
+async def test_update_of_untracked_column_enqueues_nothing(settings: Settings) -> None:
+    [rid] = await insert_ads(settings.dsn, 1)
+    async with running_indexer(settings):
+        await wait_until(lambda: in_sync(settings))
+    async with await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True) as c:
+        await c.execute("UPDATE ads SET updated_at = now() - interval '1 day' WHERE id = %s", (int(rid),))
+        await c.execute("UPDATE ads SET title = title WHERE id = %s", (int(rid),))  # no value change either
+        assert await pending(settings.dsn) == 0
+        await c.execute("UPDATE ads SET title = 'changed' WHERE id = %s", (int(rid),))
+    assert await pending(settings.dsn) == 1
+
+
+async def test_one_notification_per_statement_without_row_data(settings: Settings) -> None:
+    async with await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True) as listener:
+        await listener.execute("LISTEN nearsync")
+        async with await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True) as c:
+            await c.execute("INSERT INTO ads (title, body) SELECT 'ad ' || g, 'body' FROM generate_series(1, 500) g")
+            await c.execute("UPDATE ads SET price = 1")
+            await c.execute("UPDATE ads SET updated_at = now()")  # untracked: no change, no notification
+        got = [n async for n in listener.notifies(timeout=1.0)]
+    assert [(n.channel, n.payload) for n in got] == [("nearsync", "public.ads")] * 2
+    assert await pending(settings.dsn) == 500
+
+
+async def test_two_daemons_process_every_change_exactly_once(settings: Settings) -> None:
+    s = with_daemon(settings, batch_size=50)
+    async with running_indexer(s) as d1, running_indexer(s) as d2:
+        for k in range(10):
+            await insert_ads(settings.dsn, 100, start=k * 100)
+        await wait_until(lambda: in_sync(settings), timeout=60)
+        await wait_until(lambda: _zero(pending(settings.dsn)))
+    assert len(await index_state(settings)) == 1000
+    claimed = d1.loop.totals["claimed"] + d2.loop.totals["claimed"]
+    assert d1.loop.totals["acked"] + d2.loop.totals["acked"] == claimed == 1000
+    assert d1.loop.totals["claimed"] > 0 and d2.loop.totals["claimed"] > 0
+
+
+async def _zero(aw: Any) -> bool:
+    return (await aw) == 0
+
+
+class ChangeDuringWrite:
+    """Backend wrapper that updates a record of the batch while the batch is being written."""
+
+    def __init__(self, inner: Any, dsn: str) -> None:
+        self.inner, self.dsn, self.done = inner, dsn, False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def write(self, upserts: Any, deletes: Any) -> Any:
+        if upserts and not self.done:
+            self.done = True
+            async with await psycopg.AsyncConnection.connect(self.dsn, autocommit=True) as c:
+                await c.execute("UPDATE ads SET title = 'edited mid-batch' WHERE id = %s", (int(upserts[0].record_id),))
+        return await self.inner.write(upserts, deletes)
+
+
+async def test_change_made_while_its_batch_is_processed_is_not_lost(settings: Settings) -> None:
+    ids = await insert_ads(settings.dsn, 3)
+    async with running_indexer(settings, wrap_backend=lambda b: ChangeDuringWrite(b, settings.dsn)):
+        await wait_until(lambda: in_sync(settings))
+    state = await index_state(settings)
+    assert state[ids[0]]["title"] == "edited mid-batch"
+    assert await pending(settings.dsn) == 0
+
+
+async def test_poison_row_goes_to_dead_letters_and_the_rest_is_indexed(settings: Settings) -> None:
+    async with await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True) as c:
+        await c.execute("ALTER TABLE ads ALTER COLUMN price TYPE text")
+    good = await insert_ads(settings.dsn, 20)
+    async with await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True) as c:
+        cur = await c.execute("INSERT INTO ads (title, body, price) VALUES ('poison', 'x', 'call me') RETURNING id")
+        poison = str((await cur.fetchone())[0])  # type: ignore[index]
+    good += await insert_ads(settings.dsn, 20, start=20)
+    async with running_indexer(settings):
+        await wait_until(lambda: _zero(pending(settings.dsn)), timeout=30)
+    state = await index_state(settings)
+    assert set(state) == set(good)
+    async with await psycopg.AsyncConnection.connect(settings.dsn) as c:
+        cur = await c.execute("SELECT record_id, attempts, error FROM nearsync.dead_letters")
+        dead = await cur.fetchall()
+    assert [(d[0], d[1]) for d in dead] == [(poison, 3)]
+    assert "price" in dead[0][2] and "call me" in dead[0][2]
+
+
+async def test_batch_mode_flushes_on_its_window(settings: Settings) -> None:
+    s = with_daemon(settings, mode="batch", window_s=1.5)
+    async with running_indexer(s) as indexer:
+        await asyncio.sleep(2.2)  # let the start-up window (drain after connecting) pass
+        batches_before = indexer.loop.totals["batches"]
+        t0 = time.monotonic()
+        for k in range(3):
+            await insert_ads(settings.dsn, 10, start=k * 10)
+            await asyncio.sleep(0.2)
+        await wait_until(lambda: in_sync(settings), timeout=10)
+        elapsed = time.monotonic() - t0
+    assert len(await index_state(settings)) == 30
+    assert elapsed >= 1.5  # nothing was flushed before the window closed
+    assert indexer.loop.totals["batches"] - batches_before == 1  # one bulk for the whole window
+
+
+async def test_sigterm_finishes_batch_and_releases(settings: Settings) -> None:
+    await insert_ads(settings.dsn, 50)
+    async with running_indexer(settings) as indexer:
+        await wait_until(lambda: in_sync(settings))
+    assert indexer.loop.stopping and indexer.loop.totals["acked"] == 50
+    async with await psycopg.AsyncConnection.connect(settings.dsn) as c:
+        cur = await c.execute("SELECT count(*) FROM nearsync.index_tracking WHERE claimed_by IS NOT NULL")
+        assert (await cur.fetchone())[0] == 0  # type: ignore[index]
+
+
+@pytest.mark.parametrize("mode", ["realtime", "batch"])
+async def test_modes_share_the_same_result(settings: Settings, mode: str) -> None:
+    s = replace(settings, daemon=replace(settings.daemon, mode=mode, window_s=0.3))
+    await insert_ads(settings.dsn, 40)
+    async with running_indexer(s):
+        await wait_until(lambda: in_sync(settings))
+    assert len(await index_state(settings)) == 40
