@@ -1,0 +1,368 @@
+"""The search backend shared by Elasticsearch and OpenSearch, parametrised by a thin client adapter.
+
+:class:`SearchBackend` implements :class:`~daemon.backends.base.IndexBackend` with request bodies
+from :mod:`daemon.backends.search_bodies`; the adapters (:mod:`daemon.backends.elasticsearch`,
+:mod:`daemon.backends.opensearch`) only send requests and translate their client's errors:
+
+* connection errors, timeouts, HTTP 429 and 5xx -> :class:`~daemon.backends.base.TransientIndexError`;
+* any other HTTP error -> :class:`SearchHTTPError` (a :class:`PermanentIndexError` carrying the status).
+
+Writes go to the alias (``options.index``) with external versions, plus to any *extra write targets*
+(dual write during a rebuild, see :meth:`SearchBackend.set_extra_write_targets` and
+:func:`daemon.search_admin.begin_rebuild`).
+
+Versioning on the server: a delete with an external version leaves a tombstone holding that version,
+so an older upsert arriving after the delete is rejected (409 -> ``STALE``) as long as the server
+keeps the tombstone (Elasticsearch/OpenSearch: ``index.gc_deletes``, 60 s by default; osmem keeps it
+for the life of the index). ``clear`` (delete_by_query) also leaves tombstones at version + 1 of
+each removed document: rebuild into a new index version (``search_admin``) rather than clearing
+and rewriting the same versions.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from daemon.backends import search_bodies as B
+from daemon.backends.base import (
+    Candidate,
+    DeleteOp,
+    IndexDocument,
+    Outcome,
+    PermanentIndexError,
+    TransientIndexError,
+    WriteResult,
+)
+from daemon.backends.search import SearchOptions
+from daemon.logs import get_logger
+
+TARGETS_TTL_S = 30.0
+"""How often (seconds) :meth:`SearchBackend.write` re-reads the rebuild alias for dual-write targets."""
+_PAGE = 1000
+
+
+class SearchHTTPError(PermanentIndexError):
+    """A non-retryable HTTP error from the server.
+
+    Attributes:
+        status: the HTTP status (e.g. 400, 404).
+        error_type: the server's error type (e.g. ``index_not_found_exception``), or ``""``.
+        reason: the server's reason text.
+    """
+
+    def __init__(self, status: int, error_type: str, reason: str) -> None:
+        super().__init__(f"HTTP {status} {error_type}: {reason}")
+        self.status, self.error_type, self.reason = status, error_type, reason
+
+
+def error_fields(body: Any) -> tuple[str, str]:
+    """``(type, reason)`` of an error body (``{"error": {...}}``, ``{"error": "text"}`` or anything)."""
+    err = body.get("error", body) if isinstance(body, Mapping) else body
+    if isinstance(err, Mapping):
+        return str(err.get("type", "")), str(err.get("reason", ""))
+    return "", str(err)
+
+
+def is_transient_status(status: int) -> bool:
+    """True for statuses worth retrying later: 429 and 5xx."""
+    return status == 429 or status >= 500
+
+
+def http_error(status: int, body: Any) -> Exception:
+    """The exception for an HTTP error response: TransientIndexError (429/5xx) or SearchHTTPError."""
+    etype, reason = error_fields(body)
+    if is_transient_status(status):
+        return TransientIndexError(f"index returned HTTP {status} {etype}: {reason}")
+    return SearchHTTPError(status, etype, reason)
+
+
+def tls_kwargs(options: SearchOptions) -> dict[str, Any]:
+    """``verify_certs``/``ca_certs`` client arguments, only when some URL is ``https`` (both clients
+    refuse or warn about TLS options on plain HTTP)."""
+    if not any(u.startswith("https://") for u in options.urls):
+        return {}
+    kw: dict[str, Any] = {"verify_certs": options.verify_certs}
+    if options.ca_certs:
+        kw["ca_certs"] = options.ca_certs
+    return kw
+
+
+class SearchClient(Protocol):
+    """The thin adapter around one client library. Every method raises TransientIndexError on
+    connection errors, timeouts, 429 and 5xx, and SearchHTTPError on other HTTP errors."""
+
+    async def request(self, method: str, path: str, body: Any = None, *,
+                      params: Mapping[str, str] | None = None, ndjson: bool = False) -> Any:
+        """Send one request; ``body`` is a dict, or a list of dicts sent as NDJSON when ``ndjson``.
+
+        Returns the decoded JSON response body (``{}`` for an empty body, e.g. HEAD).
+        """
+
+    async def bulk(self, actions: list[dict[str, Any]], *, chunk_docs: int, chunk_bytes: int) -> list[dict[str, Any]]:
+        """Send bulk-helper ``actions`` in chunks of at most ``chunk_docs`` actions / ``chunk_bytes`` bytes.
+
+        Returns the failed items only (``{op_type: {"_id", "_index", "status", "error"}}``).
+        """
+
+    async def close(self) -> None:
+        """Close the client's connections; safe to call twice."""
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateQuery:
+    """One lookup of :meth:`SearchBackend.candidates_many` (same meaning as :meth:`SearchBackend.candidates`)."""
+
+    keys: Sequence[str]
+    scope: Mapping[str, str]
+    exclude_id: str | None = None
+
+
+class SearchBackend:
+    """:class:`~daemon.backends.base.IndexBackend` on Elasticsearch or OpenSearch.
+
+    Args:
+        name: ``"elasticsearch"`` or ``"opensearch"``.
+        client: the adapter (:class:`SearchClient`).
+        options: validated :class:`~daemon.backends.search.SearchOptions`.
+
+    Attributes:
+        client: the adapter, for :mod:`daemon.search_admin` functions.
+        alias: the alias read and written (``options.index``).
+    """
+
+    def __init__(self, name: str, client: SearchClient, options: SearchOptions) -> None:
+        self.name = name
+        self.client = client
+        self.options = options
+        self.alias = options.index
+        self._extra: tuple[str, ...] = ()
+        self._extra_explicit = False
+        self._targets_at = float("-inf")
+        self._log = get_logger(f"nearsync.index.{name}")
+
+    def __repr__(self) -> str:
+        return f"SearchBackend(name={self.name!r}, options={self.options!r}, extra_write_targets={list(self._extra)})"
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Ensure the index template, the first index version and the alias; read dual-write targets.
+
+        Raises:
+            TransientIndexError: server unreachable. PermanentIndexError: e.g. bad credentials, or
+                a concrete index named like the alias.
+        """
+        from daemon import search_admin
+
+        live = await search_admin.ensure_index(self.client, self.alias)
+        await self.refresh_write_targets()
+        self._log.info("index_opened", alias=self.alias, index=live, extra_write_targets=list(self._extra))
+
+    async def close(self) -> None:
+        """Close the client. Safe to call twice."""
+        await self.client.close()
+
+    # -- dual write -------------------------------------------------------------------------------
+
+    @property
+    def extra_write_targets(self) -> tuple[str, ...]:
+        """Concrete indices every write also goes to (besides the alias)."""
+        return self._extra
+
+    def set_extra_write_targets(self, indices: Sequence[str]) -> None:
+        """Also write every upsert/delete to ``indices`` (concrete names), e.g. the index being rebuilt.
+
+        An explicit setting turns off discovery through the ``{alias}_next`` alias; pass ``[]`` to
+        stop dual writing. Outcomes stay those of the alias; on an extra target a 409 is ignored, a
+        429/5xx raises TransientIndexError (the batch is retried) and a permanent error is logged.
+        """
+        self._extra = tuple(dict.fromkeys(indices))
+        self._extra_explicit = True
+
+    async def refresh_write_targets(self) -> tuple[str, ...]:
+        """Re-read the rebuild alias ``{alias}_next`` (set by :func:`daemon.search_admin.begin_rebuild`).
+
+        Its indices, minus those the main alias already points to, become the extra write targets
+        (unless :meth:`set_extra_write_targets` was called). Returns the targets.
+        """
+        from daemon import search_admin
+
+        if not self._extra_explicit:
+            nxt = await search_admin.alias_indices(self.client, search_admin.next_alias(self.alias))
+            live = await search_admin.alias_indices(self.client, self.alias) if nxt else []
+            self._extra = tuple(i for i in nxt if i not in live)
+        self._targets_at = time.monotonic()
+        return self._extra
+
+    # -- writes -----------------------------------------------------------------------------------
+
+    async def write(self, upserts: Sequence[IndexDocument], deletes: Sequence[DeleteOp]) -> WriteResult:
+        """Bulk upserts and deletes with ``version_type=external``; one outcome per record.
+
+        409 -> ``STALE``; 404 on delete -> ``APPLIED`` (the tombstone is written anyway); a document
+        that cannot be serialised or that the mapping rejects (400) -> ``FAILED`` with the error
+        text, the rest of the batch goes on.
+
+        Raises:
+            TransientIndexError: unreachable, timeout, or any item rejected with 429/5xx (after the
+                whole batch was sent; the caller retries it, already-applied items then come back
+                ``STALE``).
+            PermanentIndexError: the whole request was refused (e.g. 401/403).
+        """
+        if not self._extra_explicit and time.monotonic() - self._targets_at > TARGETS_TTL_S:
+            await self.refresh_write_targets()
+        targets = (self.alias, *self._extra)
+        outcomes: dict[tuple[str, str], Outcome] = {}
+        errors: dict[tuple[str, str], str] = {}
+        by_id: dict[str, tuple[str, str]] = {}
+        actions: list[dict[str, Any]] = []
+        for d in upserts:
+            k = (d.table, d.record_id)
+            try:
+                src = B.document_source(d)
+                json.dumps(src, allow_nan=False)
+            except (TypeError, ValueError) as e:
+                outcomes[k], errors[k] = Outcome.FAILED, f"document not serialisable: {e}"
+                continue
+            outcomes[k] = Outcome.APPLIED
+            by_id[B.doc_id(*k)] = k
+            actions += [B.upsert_action(d, t, src) for t in targets]
+        for op in deletes:
+            k = (op.table, op.record_id)
+            outcomes[k] = Outcome.APPLIED
+            by_id[B.doc_id(*k)] = k
+            actions += [B.delete_action(op, t) for t in targets]
+        if not actions:
+            return WriteResult(outcomes, errors)
+        failed = await self.client.bulk(actions, chunk_docs=self.options.bulk_docs, chunk_bytes=self.options.bulk_bytes)
+        transient: list[str] = []
+        for item in failed:
+            (op_type, info), = item.items()
+            k = by_id.get(str(info.get("_id")))
+            if k is None:
+                continue
+            status = int(info.get("status") or 500)
+            etype, reason = error_fields(info)
+            extra = info.get("_index") in self._extra
+            if status == 409:
+                if not extra and outcomes[k] is Outcome.APPLIED:
+                    outcomes[k] = Outcome.STALE
+            elif status == 404 and op_type == "delete":
+                pass
+            elif is_transient_status(status):
+                transient.append(f"{B.doc_id(*k)}: {status} {etype}: {reason}")
+            elif extra:
+                self._log.warning("extra_target_write_failed", index=info.get("_index"), id=B.doc_id(*k),
+                                  status=status, error=f"{etype}: {reason}")
+            else:
+                outcomes[k], errors[k] = Outcome.FAILED, f"{status} {etype}: {reason}"
+        if transient:
+            raise TransientIndexError(f"{len(transient)} bulk item(s) rejected transiently, e.g. {transient[0]}")
+        return WriteResult(outcomes, errors)
+
+    # -- reads ------------------------------------------------------------------------------------
+
+    async def get(self, table: str, record_ids: Sequence[str]) -> dict[str, IndexDocument]:
+        """Live documents of ``table`` by record id (``_mget`` in pages of 1000); missing ids are absent."""
+        out: dict[str, IndexDocument] = {}
+        ids = list(dict.fromkeys(record_ids))
+        for i in range(0, len(ids), _PAGE):
+            res = await self.client.request("POST", f"/{self.alias}/_mget",
+                                            {"ids": [B.doc_id(table, r) for r in ids[i:i + _PAGE]]})
+            for d in res.get("docs", []):
+                if d.get("found"):
+                    doc = B.document_from_hit(d)
+                    out[doc.record_id] = doc
+        return out
+
+    def _effective_min(self, min_match: int) -> int:
+        return max(int(min_match), self.options.min_should_match)
+
+    def _candidate_body(self, table: str, q: CandidateQuery, min_match: int, limit: int) -> dict[str, Any]:
+        return B.candidate_query(table, q.keys, q.scope, min_match=min_match, limit=limit, exclude_id=q.exclude_id,
+                                 mlt_index=self.alias if self.options.more_like_this else None)
+
+    @staticmethod
+    def _candidates_from(res: Mapping[str, Any], q: CandidateQuery, min_match: int) -> list[Candidate]:
+        qkeys = set(q.keys)
+        found: list[Candidate] = []
+        for hit in res.get("hits", {}).get("hits", []):
+            doc = B.document_from_hit(hit)
+            if doc.record_id == q.exclude_id:
+                continue
+            matched = len(qkeys.intersection(doc.keys))
+            if matched >= min_match:
+                found.append(Candidate(doc.record_id, matched, doc))
+        found.sort(key=lambda c: -c.matched)  # stable: server order (score, record_id) breaks ties
+        return found
+
+    async def candidates(self, table: str, keys: Sequence[str], scope: Mapping[str, str], *, min_match: int = 1,
+                         limit: int = 100, exclude_id: str | None = None) -> list[Candidate]:
+        """Documents of ``table`` in the same ``scope`` sharing at least ``min_match`` of ``keys``.
+
+        ``min_match`` is raised to the ``min_should_match`` option if lower. ``matched`` is computed
+        client-side from the hit's stored keys. Best first (``matched`` descending), at most ``limit``.
+        With ``more_like_this`` the server's pre-selection of the top ``limit`` also weighs text
+        similarity to the ``exclude_id`` record.
+        """
+        q = CandidateQuery(list(keys), dict(scope), exclude_id)
+        if not q.keys or limit <= 0:
+            return []
+        mm = self._effective_min(min_match)
+        res = await self.client.request("POST", f"/{self.alias}/_search", self._candidate_body(table, q, mm, limit))
+        return self._candidates_from(res, q, mm)
+
+    async def candidates_many(self, table: str, queries: Sequence[CandidateQuery], *, min_match: int = 1,
+                              limit: int = 100) -> list[list[Candidate]]:
+        """:meth:`candidates` for several records in one ``_msearch`` round trip.
+
+        Returns one list per query, in order. Raises TransientIndexError if any search was rejected
+        with 429/5xx, SearchHTTPError for another per-search error.
+        """
+        mm = self._effective_min(min_match)
+        todo = [(i, q) for i, q in enumerate(queries) if q.keys and limit > 0]
+        out: list[list[Candidate]] = [[] for _ in queries]
+        if not todo:
+            return out
+        lines = B.msearch_lines(self.alias, (self._candidate_body(table, q, mm, limit) for _, q in todo))
+        res = await self.client.request("POST", "/_msearch", lines, ndjson=True)
+        for (i, q), r in zip(todo, res.get("responses", []), strict=True):
+            if "error" in r:
+                raise http_error(int(r.get("status") or 500), r)
+            out[i] = self._candidates_from(r, q, mm)
+        return out
+
+    async def count(self, table: str) -> int:
+        """Number of live documents of ``table`` (as of the last refresh on a real cluster)."""
+        res = await self.client.request("POST", f"/{self.alias}/_count", {"query": B.table_query(table)})
+        return int(res["count"])
+
+    async def iter_versions(self, table: str) -> AsyncIterator[tuple[str, int]]:
+        """Every live ``(record_id, version)`` of ``table``: pages of 1000 by ``search_after`` on ``record_id``."""
+        after: str | None = None
+        while True:
+            res = await self.client.request("POST", f"/{self.alias}/_search", B.versions_page(table, _PAGE, after))
+            hits = res.get("hits", {}).get("hits", [])
+            for h in hits:
+                yield str(h["sort"][0]), int(h["_version"])
+            if len(hits) < _PAGE:
+                return
+            after = str(hits[-1]["sort"][0])
+
+    async def clear(self, table: str) -> None:
+        """Delete every document of ``table`` (delete_by_query, refreshed) from the alias and extra targets.
+
+        Tombstones remain (see the module docstring): rewriting the same versions afterwards is STALE.
+        """
+        for target in (self.alias, *self._extra):
+            await self.client.request("POST", f"/{target}/_delete_by_query", {"query": B.table_query(table)},
+                                      params={"refresh": "true", "conflicts": "proceed"})
+
+    async def refresh(self) -> None:
+        """Make recent writes visible to search (``_refresh`` on the alias and extra targets)."""
+        for target in (self.alias, *self._extra):
+            await self.client.request("POST", f"/{target}/_refresh")
