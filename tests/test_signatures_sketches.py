@@ -218,3 +218,18 @@ def test_minhash_values_fit_int64_and_empty_set() -> None:
     assert jaccard_from_minhash(empty, empty) == 0.0
     with pytest.raises(ValueError):
         jaccard_from_minhash(sig[:128], sig)
+
+
+def test_minhash_matches_reference_arithmetic() -> None:
+    """The vectorised reduction equals ``(a*x_hi + c*x_lo + b) mod (2**61 - 1)`` in Python integers,
+    including across chunk boundaries and for extreme 64-bit inputs."""
+    from daemon.signatures.minhash import CHUNK, MERSENNE_61, permutations
+
+    rng = np.random.default_rng(2)
+    x = rng.integers(0, 2**64 - 1, size=CHUNK * 2 + 7, dtype=np.uint64, endpoint=True)
+    x[:4] = [0, 2**64 - 1, MERSENNE_61, 2**63]
+    sig = minhash(x, 16, seed=9)
+    a, c, b = permutations(16, 9)
+    for i in range(16):
+        ref = min((int(a[i, 0]) * (int(v) >> 32) + int(c[i, 0]) * (int(v) & 0xFFFFFFFF) + int(b[i, 0])) % MERSENNE_61 for v in x)
+        assert int(sig[i]) == ref

@@ -18,7 +18,7 @@ Typical use::
 from __future__ import annotations
 
 from .bottomk import bottomk_jaccard, bottomk_similar, bottomk_sketch
-from .extract import emails, model_numbers, phone_numbers
+from .extract import emails, model_numbers, model_numbers_from_words, phone_numbers
 from .geo import geo_tokens, neighbours
 from .lsh import band_keys, lsh_params, s_curve, s_curve_table
 from .minhash import MINHASH_EMPTY, jaccard_from_minhash, minhash
@@ -27,7 +27,7 @@ from .shingles import sentence_shingles, shingle_hashes, word_ngrams
 from .signature import DOCUMENT_KEYS, MAX_TEXT_CHARS, Signature, compute_signature
 from .simhash import block_keys, hamming, simhash, simhash_from_hashes
 from .supertokens import super_tokens
-from .text import LANGUAGES, TextOptions, normalise_text, sentences, tokens
+from .text import LANGUAGES, TextOptions, normalise_text, sentences, tokens, tokens_from_words, words
 
 __all__ = [
     "DOCUMENT_KEYS",
@@ -51,6 +51,7 @@ __all__ = [
     "lsh_params",
     "minhash",
     "model_numbers",
+    "model_numbers_from_words",
     "neighbours",
     "normalise_text",
     "phone_numbers",
@@ -63,5 +64,7 @@ __all__ = [
     "simhash_from_hashes",
     "super_tokens",
     "tokens",
+    "tokens_from_words",
     "word_ngrams",
+    "words",
 ]

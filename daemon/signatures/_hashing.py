@@ -37,8 +37,11 @@ def hash_tokens(items: list[str], seed: int = 0) -> np.ndarray:
     Returns:
         ``np.ndarray`` of dtype uint64 and shape ``(len(items),)``.
     """
-    out = np.fromiter((_xxh3(t.encode("utf-8", "surrogatepass"), seed) for t in items), dtype=np.uint64, count=len(items))
-    return out
+    try:
+        values = [_xxh3(t.encode("utf-8"), seed) for t in items]
+    except UnicodeEncodeError:  # lone surrogates (normalised text never has them)
+        values = [_xxh3(t.encode("utf-8", "surrogatepass"), seed) for t in items]
+    return np.array(values, dtype=np.uint64)
 
 
 def hex16(data: bytes, seed: int = 0) -> str:

@@ -7,11 +7,15 @@ case, NFKC, markup removed) and return de-duplicated lists in order of first app
 from __future__ import annotations
 
 import re
+from typing import Iterable
+
+from .text import words
 
 _EMAIL = re.compile(r"[a-z0-9][a-z0-9._%+\-]{0,63}@[a-z0-9](?:[a-z0-9\-]{0,62}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9\-]{0,62}[a-z0-9])?)*\.[a-z]{2,24}")
 # A run of digits with the separators people type in phone numbers; a leading + or ( is allowed.
 _PHONE = re.compile(r"(?<![\w.])\+?\(?\d[\d\s().\-]{6,24}\d(?![\w])")
-_MODEL_CANDIDATE = re.compile(r"[^\W_]+(?:[-./][^\W_]+)*")
+# Cheap pre-check: 8 digits with at most two separators between consecutive digits.
+_PHONE_GATE = re.compile(r"\d(?:[\s().\-]{0,2}\d){7}")
 _JOIN = re.compile(r"[-./]")
 # "40in", "16gb", "1080p", "2nd": a number with a unit or ordinal suffix is a quantity, not a model.
 _QUANTITY = re.compile(r"\d+[a-z]{1,3}")
@@ -40,9 +44,16 @@ def model_numbers(normalised: str) -> list[str]:
     Returns:
         Joined lower-case forms, e.g. ``"Sony KDL-40V4100"`` → ``["kdl40v4100"]``; at most :data:`MAX_ITEMS`.
     """
+    return model_numbers_from_words(words(normalised))
+
+
+def model_numbers_from_words(candidates: Iterable[str]) -> list[str]:
+    """:func:`model_numbers` from word candidates (``daemon.signatures.text.words``), skipping the regex pass."""
     out: list[str] = []
-    for tok in _MODEL_CANDIDATE.findall(normalised):
-        joined = _JOIN.sub("", tok)
+    for tok in candidates:
+        if tok.isalpha() or tok.isdigit() or len(tok) < MIN_MODEL_LENGTH:
+            continue
+        joined = tok if tok.isalnum() else _JOIN.sub("", tok)
         if MIN_MODEL_LENGTH <= len(joined) <= MAX_MODEL_LENGTH and not joined.isalpha() and not joined.isdigit():
             if not _QUANTITY.fullmatch(joined):
                 out.append(joined)
@@ -55,6 +66,8 @@ def phone_numbers(normalised: str) -> list[str]:
     Returns:
         Digits only (``"+33 6 12-34-56-78"`` → ``"33612345678"``); at most :data:`MAX_ITEMS`.
     """
+    if not _PHONE_GATE.search(normalised):
+        return []
     out: list[str] = []
     for m in _PHONE.findall(normalised):
         digits = "".join(c for c in m if c.isdigit())
@@ -69,4 +82,6 @@ def emails(normalised: str) -> list[str]:
     Returns:
         ``list[str]`` such as ``["jean.dupont@example.fr"]``; at most :data:`MAX_ITEMS`.
     """
+    if "@" not in normalised:
+        return []
     return _unique(_EMAIL.findall(normalised))

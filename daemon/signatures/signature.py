@@ -25,7 +25,7 @@ from typing import Any, Mapping, Sequence
 from ..errors import RecordError
 from ._hashing import to_signed64
 from .bottomk import bottomk_sketch
-from .extract import emails, model_numbers, phone_numbers
+from .extract import emails, model_numbers_from_words, phone_numbers
 from .geo import geo_tokens
 from .lsh import band_keys
 from .minhash import minhash
@@ -33,7 +33,7 @@ from .params import SIGNATURE_SCHEMA_VERSION, SignatureParams
 from .shingles import sentence_shingles, shingle_hashes, word_ngrams
 from .simhash import block_keys, simhash
 from .supertokens import super_tokens, title_sample
-from .text import normalise_text, sentences, tokens
+from .text import normalise_text, sentences, tokens_from_words, words
 
 MAX_TEXT_CHARS = 2_000
 """Length cap of the document's ``text`` field (normalised title + body)."""
@@ -176,12 +176,16 @@ def compute_signature(
     title_norm = normalise_text(title_raw, title_opts.fold_accents)
     body_norm = normalise_text(body_raw, body_opts.fold_accents)
 
-    title_toks = tokens(title_norm, title_opts, normalised=True)
+    title_words = words(title_norm)
+    title_toks = tokens_from_words(title_words, title_opts)
     if p.bottomk_shingles == "sentences":
-        body_sent_toks = [tokens(s, body_opts, normalised=True) for s in sentences(body_norm)]
+        body_sent_words = [words(s) for s in sentences(body_norm)]
+        body_sent_toks = [tokens_from_words(w, body_opts) for w in body_sent_words]
+        body_words = [w for sent in body_sent_words for w in sent]
         body_toks = [t for sent in body_sent_toks for t in sent]
     else:
-        body_toks = tokens(body_norm, body_opts, normalised=True)
+        body_words = words(body_norm)
+        body_toks = tokens_from_words(body_words, body_opts)
     all_toks = title_toks + body_toks
 
     # simhash (Charikar 2002) + permuted-table keys (Manku et al. 2007)
@@ -208,7 +212,7 @@ def compute_signature(
         bk = bottomk_sketch(gram_hashes, p.bottomk_k)
 
     both_norm = f"{title_norm} {body_norm}".strip()
-    models = model_numbers(both_norm)
+    models = model_numbers_from_words(title_words + body_words)
     geo = geo_tokens(fields.get("lat"), fields.get("lon"), p.geohash_precision)
 
     components: dict[str, list[str]] = {

@@ -1,0 +1,157 @@
+"""Throughput of the signature core (one process = one core) on real ads, 100- and 1,000-word texts,
+side by side with datasketch's MinHash.bulk and the ``simhash`` package on the same inputs.
+
+Run: ``python bench/bench_signatures.py [--repeat 3] [--profile]`` from the repository root. Data is read
+from ``../shared/data/abt-buy`` (Abt.csv and Buy.csv, cp1252). Prints records/s; nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import csv
+import os
+import platform
+import pstats
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from daemon.signatures import (  # noqa: E402
+    SignatureParams,
+    band_keys,
+    compute_signature,
+    minhash,
+    normalise_text,
+    s_curve_table,
+    shingle_hashes,
+    simhash,
+    tokens,
+    word_ngrams,
+)
+
+DATA = REPO.parent / "shared" / "data" / "abt-buy"
+PARAMS = SignatureParams()
+
+
+def load_ads() -> list[dict[str, str]]:
+    """Abt and Buy rows as ``{"title", "body"}`` ads (name, description)."""
+    rows: list[dict[str, str]] = []
+    for name in ("Abt.csv", "Buy.csv"):
+        with open(DATA / name, encoding="cp1252", errors="replace", newline="") as f:
+            rows += [{"title": r["name"] or "", "body": r["description"] or ""} for r in csv.DictReader(f)]
+    return rows
+
+
+def texts_of(n_words: int, ads: Sequence[dict[str, str]], count: int) -> list[dict[str, str]]:
+    """Records whose body has exactly ``n_words`` words from consecutive real descriptions."""
+    out: list[dict[str, str]] = []
+    words: list[str] = []
+    while len(out) < count:
+        for ad in ads:
+            words.extend(ad["body"].split())
+            if len(words) >= n_words:
+                body = " ".join(words[:n_words])
+                out.append({"title": " ".join(words[:8]), "body": body})
+                words = []
+                if len(out) >= count:
+                    break
+    return out
+
+
+def rate(fn: Callable[[Any], Any], items: Sequence[Any], repeat: int) -> float:
+    """Best items/s over ``repeat`` passes (after one warm-up pass that fills caches)."""
+    for item in items:
+        fn(item)
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for item in items:
+            fn(item)
+        best = min(best, time.perf_counter() - start)
+    return len(items) / best
+
+
+def core_path(record: dict[str, str]) -> tuple[int, list[str]]:
+    """Only simhash + 128-permutation MinHash + LSH bands (normalisation and tokens included)."""
+    toks = tokens(normalise_text(record["title"])) + tokens(normalise_text(record["body"][: PARAMS.max_body_chars]))
+    sh = simhash(toks, PARAMS.seed)
+    grams = shingle_hashes(word_ngrams(toks, PARAMS.shingle_n), PARAMS.seed)
+    mh = minhash(grams, PARAMS.num_perm, PARAMS.seed)
+    b, r = PARAMS.bands_rows
+    return sh, band_keys(mh, b, r, PARAMS.seed) if grams.size else []
+
+
+def compare_minhash(corpus: list[dict[str, str]], repeat: int) -> tuple[float, float]:
+    """(ours, datasketch) shingle sets/s for 128-perm MinHash of the same word 3-gram strings."""
+    from datasketch import MinHash
+
+    shingles = [word_ngrams(tokens(r["title"] + " " + r["body"]), 3) for r in corpus]
+    encoded = [[s.encode("utf-8") for s in sh] for sh in shingles]
+    ours = rate(lambda sh: minhash(shingle_hashes(sh, 0), 128, 1), shingles, repeat)
+    batch = 64
+    chunks = [encoded[i : i + batch] for i in range(0, len(encoded), batch)]
+    theirs = rate(lambda chunk: MinHash.bulk(chunk, num_perm=128), chunks, repeat) * batch
+    return ours, theirs
+
+
+def compare_simhash(corpus: list[dict[str, str]], repeat: int) -> tuple[float, float]:
+    """(ours, simhash package) token lists/s for a 64-bit TF-weighted simhash of the same tokens."""
+    from simhash import Simhash
+
+    toks = [tokens(r["title"] + " " + r["body"]) for r in corpus]
+    ours = rate(lambda t: simhash(t, 0), toks, repeat)
+    theirs = rate(lambda t: Simhash(t).value, toks, repeat)
+    return ours, theirs
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3, help="timed passes per measurement (best is kept)")
+    parser.add_argument("--profile", action="store_true", help="print the cProfile top 15 of compute_signature on 100-word texts")
+    args = parser.parse_args(argv)
+    if not DATA.exists():
+        print(f"shared data absent: {DATA}", file=sys.stderr)
+        return 2
+    ads = load_ads()
+    corpora = {
+        f"Abt-Buy ads ({len(ads)}, title + description)": ads,
+        "100-word texts (600)": texts_of(100, ads, 600),
+        "1,000-word texts (100)": texts_of(1000, ads, 100),
+    }
+    words = {name: sum(len(r["body"].split()) + len(r["title"].split()) for r in c) / len(c) for name, c in corpora.items()}
+    print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs; one process (per core figures)")
+    print(f"params {PARAMS.fingerprint()}: num_perm {PARAMS.num_perm}, bands x rows {PARAMS.bands_rows}, "
+          f"shingle n {PARAMS.shingle_n}, bottom-k {PARAMS.bottomk_k}, simhash {PARAMS.simhash_blocks} blocks k={PARAMS.simhash_max_distance}")
+    print()
+    print(f"{'corpus':44} {'words':>6} {'full sig/s':>11} {'simhash+MinHash+bands/s':>24}")
+    for name, corpus in corpora.items():
+        full = rate(lambda r: compute_signature(r, PARAMS), corpus, args.repeat)
+        core = rate(core_path, corpus, args.repeat)
+        print(f"{name:44} {words[name]:6.0f} {full:11,.0f} {core:24,.0f}")
+    print()
+    print(f"{'side by side (same inputs)':44} {'nearsync/s':>11} {'other/s':>11} {'ratio':>7}")
+    for name, corpus in corpora.items():
+        ours, theirs = compare_minhash(corpus, args.repeat)
+        print(f"{'MinHash-128 vs datasketch bulk: ' + name.split(' (')[0]:44} {ours:11,.0f} {theirs:11,.0f} {ours / theirs:6.1f}x")
+        ours, theirs = compare_simhash(corpus, args.repeat)
+        print(f"{'simhash-64 vs simhash.Simhash: ' + name.split(' (')[0]:44} {ours:11,.0f} {theirs:11,.0f} {ours / theirs:6.1f}x")
+    print()
+    print(s_curve_table(*PARAMS.bands_rows))
+    if args.profile:
+        corpus = corpora["100-word texts (600)"]
+        prof = cProfile.Profile()
+        prof.enable()
+        for r in corpus:
+            compute_signature(r, PARAMS)
+        prof.disable()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(15)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
