@@ -234,7 +234,7 @@ class QueueLoop:
             wait=wait_exponential(multiplier=self.settings.retry_backoff_s, max=30),
             stop=lambda _state: self.stopping,
             reraise=True,
-            before_sleep=lambda rs: self.log.warning(
+            before_sleep=lambda rs: self._notifier.notify("WATCHDOG=1") or self.log.warning(
                 "transient error, retrying", attempt=rs.attempt_number,
                 error=f"{type(rs.outcome.exception()).__name__}: {rs.outcome.exception()}" if rs.outcome else None),
         ):

@@ -1,0 +1,201 @@
+"""Operations of the CDC core against a real PostgreSQL: kill -9 recovery with a real daemon
+process, reindex (resumable, with live writes), verify/repair, migrations, status and CLI errors."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from daemon.cli import main
+from daemon.config import Settings
+from daemon.migrate import current_revision, downgrade, head_revision, upgrade
+from daemon.reindex import reindex, verify
+from daemon.service import opened_backend, status
+from tests.conftest import (
+    REPO,
+    index_state,
+    kill9,
+    make_settings,
+    pending,
+    running_indexer,
+    spawn_daemon,
+    table_state,
+    wait_until,
+)
+from tests.test_cdc import in_sync, insert_ads
+
+
+async def bulk_insert(dsn: str, n: int) -> None:
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
+        await c.execute(
+            "INSERT INTO ads (user_id, category, title, body, price) "
+            "SELECT 'u' || (g %% 50), 'tv', 'Listing ' || g || ' model KDL-' || g, "
+            "'Body of listing ' || g || ' with some words about the product', g FROM generate_series(1, %s) g", (n,))
+
+
+async def indexed_count(s: Settings) -> int:
+    async with opened_backend(s) as b:
+        return await b.count("public.ads")
+
+
+@pytest.mark.parametrize("backend_name", ["postgres"], indirect=True)
+async def test_kill9_mid_batch_then_restart_loses_nothing(settings: Settings, tmp_path: Path) -> None:
+    await bulk_insert(settings.dsn, 20_000)
+    log = tmp_path / "daemon.log"
+    proc = spawn_daemon(settings, "--batch-size", "500", log=log)
+    try:
+        await wait_until(lambda: _between(indexed_count(settings), 1, 19_000), timeout=60, interval=0.02)
+    finally:
+        kill9(proc)
+    assert await pending(settings.dsn) > 0  # killed mid-stream: work was left
+    async with await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True) as c:
+        await c.execute("UPDATE ads SET title = 'changed after the kill' WHERE id <= 10")
+        await c.execute("DELETE FROM ads WHERE id BETWEEN 11 AND 20")
+    proc = spawn_daemon(settings, "--batch-size", "500", log=log)
+    try:
+        await wait_until(lambda: in_sync(settings), timeout=120, interval=0.5)
+    finally:
+        proc.terminate()
+        assert proc.wait(30) == 0  # SIGTERM: finish the batch in hand and exit 0
+    assert len(await index_state(settings)) == 19_990
+    assert await pending(settings.dsn) == 0
+
+
+async def _between(aw: object, lo: int, hi: int) -> bool:
+    n = await aw  # type: ignore[misc]
+    return lo <= n <= hi
+
+
+@pytest.mark.parametrize("backend_name", ["postgres"], indirect=True)
+async def test_reindex_rebuilds_resumes_and_keeps_live_changes(settings: Settings) -> None:
+    async with await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True) as c:
+        await c.execute("SELECT nearsync.detach_table('public.ads'::regclass)")  # rows without tracking
+    await bulk_insert(settings.dsn, 3000)
+    upgrade(settings)  # re-attaches the triggers (configuration differs from the registry)
+
+    class Interrupt(Exception):
+        pass
+
+    def stop_after_first_page(done: int) -> None:
+        if done >= 1000:
+            raise Interrupt
+
+    async with opened_backend(settings) as backend:
+        with pytest.raises(Interrupt):
+            await reindex(settings, backend, page_size=1000, progress=False, on_page=stop_after_first_page)
+        assert await backend.count("public.ads") == 1000
+        async with await psycopg.AsyncConnection.connect(settings.dsn) as c:
+            cp = await (await c.execute("SELECT last_key, done FROM nearsync.job_checkpoints")).fetchone()
+        assert cp == ("1000", 1000)
+
+        async def writer() -> None:
+            async with await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True) as c:
+                for i in range(1, 3001, 97):
+                    await c.execute("UPDATE ads SET title = %s WHERE id = %s", (f"live edit {i}", i))
+                    await asyncio.sleep(0.002)
+
+        w = asyncio.create_task(writer())
+        report = await reindex(settings, backend, page_size=500, progress=False)
+        await w
+        assert report["rows"] == 3000
+    # live edits made during the reindex reach the index (through the daemon afterwards)
+    async with running_indexer(settings):
+        await wait_until(lambda: in_sync(settings), timeout=60)
+    assert (await index_state(settings))["98"]["title"] == "live edit 98"
+
+
+@pytest.mark.parametrize("backend_name", ["postgres"], indirect=True)
+async def test_verify_detects_and_repair_fixes_drift(settings: Settings) -> None:
+    await insert_ads(settings.dsn, 30)
+    async with running_indexer(settings):
+        await wait_until(lambda: in_sync(settings))
+    async with opened_backend(settings) as backend:
+        assert (await verify(settings, backend))["drift"] is False
+        await backend.clear("public.ads")
+        async with await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True) as c:
+            await c.execute("DELETE FROM nearsync.index_tracking")
+        report = await verify(settings, backend)
+        assert report["drift"] and report["missing"] == 30
+        fixed = await verify(settings, backend, repair=True)
+        assert fixed["repaired"]
+        assert (await verify(settings, backend))["drift"] is False
+    assert await index_state(settings) == await table_state(settings.dsn)
+
+
+@pytest.mark.parametrize("backend_name", ["postgres"], indirect=True)
+async def test_status_reports_lag_and_counts(settings: Settings) -> None:
+    await insert_ads(settings.dsn, 4)
+    await asyncio.sleep(0.2)
+    report = await status(settings)
+    assert report["rows"] == 4 and report["indexed"] == 0
+    assert report["queues"]["index"]["pending"] == 4 and report["queues"]["index"]["oldest_age_s"] >= 0.2
+    async with running_indexer(settings):
+        await wait_until(lambda: in_sync(settings))
+    report = await status(settings)
+    assert report["indexed"] == 4 and report["queues"]["index"]["pending"] == 0
+
+
+def test_migrations_are_idempotent_and_reversible(fresh_db: str) -> None:
+    s = make_settings(fresh_db)
+    assert current_revision(s) is None
+    first = upgrade(s)
+    assert first["to"] == head_revision(s)
+    again = upgrade(s)
+    assert again == {"from": head_revision(s), "to": head_revision(s), "triggers_resynced": False}
+    with psycopg.connect(fresh_db, autocommit=True) as c:
+        trig = c.execute("SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'nearsync_track_%'").fetchone()
+        assert trig == (3,)
+    downgrade(s, "base")
+    with psycopg.connect(fresh_db, autocommit=True) as c:
+        assert c.execute("SELECT to_regnamespace('nearsync')").fetchone() == (None,)
+        assert c.execute("SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'nearsync_track_%'").fetchone() == (0,)
+        assert c.execute("SELECT to_regclass('public.ads') IS NOT NULL").fetchone() == (True,)  # user data kept
+    assert upgrade(s)["to"] == head_revision(s)
+
+
+def test_cli_fails_fast_with_clear_errors(fresh_db: str, pg_server: object, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["status", "--dsn", "postgresql://nobody:secret@127.0.0.1:1/x"]) == 4
+    err = capsys.readouterr().err
+    assert "cannot reach the database" in err and "secret" not in err
+    assert main(["status", "--dsn", fresh_db]) == 3
+    assert "nearsync migrate" in capsys.readouterr().err
+    s = make_settings(fresh_db)
+    upgrade(s)
+    with psycopg.connect(fresh_db, autocommit=True) as c:
+        c.execute("DROP TABLE ads")
+    assert main(["status", "--dsn", fresh_db]) == 3
+    assert "public.ads does not exist" in capsys.readouterr().err
+
+
+def test_config_errors_name_the_setting(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = tmp_path / "n.toml"
+    cfg.write_text('[daemon]\nbatch_size = -1\n')
+    assert main(["status", "--config", str(cfg), "--dsn", "postgresql://x@127.0.0.1:1/x"]) == 2
+    assert "daemon.batch_size" in capsys.readouterr().err
+    cfg.write_text('[source]\ntable = "ads; drop table x"\n')
+    assert main(["status", "--config", str(cfg)]) == 2
+    assert "source.table" in capsys.readouterr().err
+    assert main(["run", "--mode", "batch", "--window", "soon", "--dsn", "postgresql://x@127.0.0.1:1/x"]) == 2
+    assert "--window" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
+def test_systemd_units_verify(tmp_path: Path) -> None:
+    units = sorted((REPO / "deploy" / "systemd").glob("*.service"))
+    assert units, "no unit files"
+    fake_bin = tmp_path / "nearsync"
+    fake_bin.write_text(f"#!/bin/sh\nexec {sys.executable} -m daemon \"$@\"\n")
+    fake_bin.chmod(0o755)
+    for unit in units:
+        text = unit.read_text().replace("/opt/nearsync/.venv/bin/nearsync", str(fake_bin))
+        copy = tmp_path / unit.name
+        copy.write_text(text)
+        proc = subprocess.run(["systemd-analyze", "verify", str(copy)], capture_output=True, text=True)
+        bad = [ln for ln in proc.stderr.splitlines() if unit.name in ln and "EnvironmentFile" not in ln]
+        assert not bad, proc.stderr
