@@ -15,7 +15,7 @@ url                 http://localhost:9200 str or list of str; env ``NEARSYNC_IND
                                           overrides (comma-separated for several nodes)
 api_key             none                  env ``NEARSYNC_INDEX_API_KEY`` overrides
 username/password   none                  basic auth; env ``NEARSYNC_INDEX_PASSWORD``
-                                          overrides the password
+                                          overrides the password (when a username is set)
 ca_certs            none                  path of a CA bundle (must exist)
 verify_certs        true                  verify TLS certificates
 timeout_s           30.0                  per-request timeout, seconds
@@ -141,7 +141,7 @@ def parse_options(options: Mapping[str, Any], env: Mapping[str, str] | None = No
         d["url"] = env[ENV_URL]
     if env.get(ENV_API_KEY):
         d["api_key"] = env[ENV_API_KEY]
-    if env.get(ENV_PASSWORD):
+    if env.get(ENV_PASSWORD) and d.get("username") is not None:  # the password of the configured user
         d["password"] = env[ENV_PASSWORD]
     kw: dict[str, Any] = {}
     if "url" in d:
