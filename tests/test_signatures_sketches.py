@@ -19,9 +19,11 @@ from daemon.signatures import (
     bottomk_sketch,
     compute_signature,
     hamming,
+    hash_tokens,
     jaccard_from_minhash,
     lsh_params,
     minhash,
+    ngram_hashes,
     s_curve,
     s_curve_table,
     shingle_hashes,
@@ -104,7 +106,8 @@ def test_block_keys_guarantee_shared_key_within_k() -> None:
 
 
 def _shingle_set(text: str) -> np.ndarray:
-    return shingle_hashes(word_ngrams(tokens(text), PARAMS.shingle_n), PARAMS.seed)
+    """The shingle set compute_signature uses (n-gram hashes chained from token hashes)."""
+    return ngram_hashes(hash_tokens(tokens(text), PARAMS.seed), PARAMS.shingle_n)
 
 
 @pytest.fixture(scope="module")
@@ -233,3 +236,16 @@ def test_minhash_matches_reference_arithmetic() -> None:
     for i in range(16):
         ref = min((int(a[i, 0]) * (int(v) >> 32) + int(c[i, 0]) * (int(v) & 0xFFFFFFFF) + int(b[i, 0])) % MERSENNE_61 for v in x)
         assert int(sig[i]) == ref
+
+
+def test_ngram_hashes_properties() -> None:
+    h = hash_tokens(["a", "b", "c", "d"])
+    grams = ngram_hashes(h, 3)
+    assert grams.size == 2
+    assert not np.array_equal(ngram_hashes(hash_tokens(["c", "b", "a"]), 3), ngram_hashes(hash_tokens(["a", "b", "c"]), 3))
+    assert ngram_hashes(hash_tokens(["a", "b"]), 3).size == 1  # shorter than n: one gram
+    assert ngram_hashes(hash_tokens([]), 3).size == 0
+    assert np.array_equal(ngram_hashes(h, 1), np.unique(h))
+    assert set(ngram_hashes(hash_tokens(["x", "a", "b", "c"]), 3).tolist()) & set(ngram_hashes(h, 3).tolist())
+    assert word_ngrams(["a", "b", "c", "d"], 3) == ["a b c", "b c d"]
+    assert shingle_hashes(["a b c", "a b c"]).size == 1

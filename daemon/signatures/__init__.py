@@ -23,7 +23,8 @@ from .geo import geo_tokens, neighbours
 from .lsh import band_keys, lsh_params, s_curve, s_curve_table
 from .minhash import MINHASH_EMPTY, jaccard_from_minhash, minhash
 from .params import SIGNATURE_SCHEMA_VERSION, SignatureParams
-from .shingles import sentence_shingles, shingle_hashes, word_ngrams
+from ._hashing import hash64, hash_tokens
+from .shingles import ngram_hashes, sentence_shingles, shingle_hashes, word_ngrams
 from .signature import DOCUMENT_KEYS, MAX_TEXT_CHARS, Signature, compute_signature
 from .simhash import block_keys, hamming, simhash, simhash_from_hashes
 from .supertokens import super_tokens
@@ -46,6 +47,8 @@ __all__ = [
     "compute_signature",
     "emails",
     "geo_tokens",
+    "hash64",
+    "hash_tokens",
     "hamming",
     "jaccard_from_minhash",
     "lsh_params",
@@ -53,6 +56,7 @@ __all__ = [
     "model_numbers",
     "model_numbers_from_words",
     "neighbours",
+    "ngram_hashes",
     "normalise_text",
     "phone_numbers",
     "s_curve",

@@ -13,6 +13,7 @@ UINT64_MASK = (1 << 64) - 1
 INT63_MASK = (1 << 63) - 1
 
 _xxh3 = xxhash.xxh3_64_intdigest
+_xxh3_hex = xxhash.xxh3_64_hexdigest
 
 
 def hash64(text: str, seed: int = 0) -> int:
@@ -46,7 +47,7 @@ def hash_tokens(items: list[str], seed: int = 0) -> np.ndarray:
 
 def hex16(data: bytes, seed: int = 0) -> str:
     """XXH3-64 of raw bytes as 16 lower-case hex characters."""
-    return format(_xxh3(data, seed), "016x")
+    return _xxh3_hex(data, seed)
 
 
 def to_signed64(value: int) -> int:

@@ -52,12 +52,13 @@ def lsh_params(
     above = _GRID[_GRID >= threshold]
     best = (float("inf"), (1, 1))
     for b in range(1, num_perm + 1):
-        for r in range(1, num_perm // b + 1):
-            fp = np.trapezoid(s_curve(below, b, r), below)
-            fn = np.trapezoid(1.0 - s_curve(above, b, r), above)
-            err = fp * false_positive_weight + fn * false_negative_weight
-            if err < best[0]:
-                best = (err, (b, r))
+        rows = np.arange(1, num_perm // b + 1, dtype=np.float64)[:, None]  # all r for this b at once
+        fp = np.trapezoid(1.0 - (1.0 - below**rows) ** b, below, axis=1)
+        fn = np.trapezoid((1.0 - above**rows) ** b, above, axis=1)
+        err = fp * false_positive_weight + fn * false_negative_weight
+        i = int(np.argmin(err))  # first minimum, as datasketch's strict "<" scan keeps
+        if err[i] < best[0]:
+            best = (float(err[i]), (b, i + 1))
     return best[1]
 
 

@@ -51,7 +51,7 @@ class SignatureParams:
         max_body_chars: the body (with appended fields) is truncated to this many characters before
             any processing; the title to :attr:`max_title_chars`.
         simhash_features: ``"unigrams"`` (TF-weighted tokens; ~2 bits per one-word edit) or
-            ``"shingles"`` (word n-grams; ~5 bits).
+            ``"shingles"`` (distinct word n-grams, weight 1; ~5 bits).
         simhash_blocks, simhash_max_distance: permuted-table layout (:func:`block_keys`).
         num_perm: MinHash length. lsh_threshold: target Jaccard for :func:`lsh_params`;
             lsh_bands/lsh_rows: explicit layout overriding the threshold (both or neither).

@@ -1,8 +1,15 @@
-"""Shingles: word n-grams and sentence shingles hashed to 64 bits with XXH3-64 (seedable).
+"""Shingles: word n-grams and sentence shingles hashed to 64 bits (seedable, identical on every machine).
 
-A word n-gram is the ``n`` consecutive tokens joined by one space; a sentence shingle is the tokens of
-one sentence joined by one space. Each is hashed with :func:`daemon.signatures._hashing.hash64`, so
-results are identical across processes and machines.
+Two ways to a word n-gram hash:
+
+* :func:`word_ngrams` + :func:`shingle_hashes`: XXH3-64 of the n-gram string (tokens joined by a space);
+* :func:`ngram_hashes` (what :func:`~daemon.signatures.compute_signature` uses): each token is hashed
+  once with XXH3-64 (the same hashes feed the simhash) and the ``n`` token hashes of a gram are combined
+  as ``fmix64(h_0·K^n + h_1·K^(n-1) + … + h_(n-1)·K)`` mod 2**64 (``K`` odd; ``fmix64``: MurmurHash3's
+  64-bit finaliser, a bijection with full avalanche), vectorised over all grams with numpy.
+  Order-sensitive; distinct grams of random 64-bit token hashes collide with probability ~2**-64.
+
+A sentence shingle is the tokens of one sentence joined by a space, hashed with XXH3-64.
 """
 
 from __future__ import annotations
@@ -33,6 +40,50 @@ def word_ngrams(toks: list[str], n: int = 3) -> list[str]:
     if len(toks) <= n:
         return [" ".join(toks)]
     return [" ".join(toks[i : i + n]) for i in range(len(toks) - n + 1)]
+
+
+_K = np.uint64(0x9E3779B97F4A7C15)
+_F1 = np.uint64(0xFF51AFD7ED558CCD)
+_F2 = np.uint64(0xC4CEB9FE1A85EC53)
+_S33 = np.uint64(33)
+
+
+def _fmix64(k: np.ndarray) -> np.ndarray:
+    k ^= k >> _S33
+    k *= _F1
+    k ^= k >> _S33
+    k *= _F2
+    k ^= k >> _S33
+    return k
+
+
+def ngram_hashes(token_hashes: np.ndarray, n: int = 3) -> np.ndarray:
+    """Distinct 64-bit hashes of the word n-grams of a token sequence, from its token hashes.
+
+    Args:
+        token_hashes: uint64 array ``(m,)``: XXH3-64 of each token in text order (``hash_tokens``).
+        n: gram width (≥ 1). A sequence shorter than ``n`` (but not empty) gives one gram of all tokens.
+    Returns:
+        Sorted distinct uint64 array; empty for ``m == 0``; for ``n == 1`` the distinct token hashes.
+    Raises:
+        ValueError: ``n < 1``.
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    m = int(token_hashes.shape[0])
+    if m == 0:
+        return np.empty(0, dtype=np.uint64)
+    h = token_hashes.astype(np.uint64, copy=False)
+    width = min(n, m)
+    count = m - width + 1
+    if width == 1:
+        return np.unique(h)
+    acc = h[:count] * _K  # Horner: ((h0*K + h1)*K + h2)..., then one finaliser
+    for j in range(1, width):
+        acc += h[j : j + count]
+        if j < width - 1:
+            acc *= _K
+    return np.unique(_fmix64(acc))
 
 
 def shingle_hashes(shingles: list[str], seed: int = 0) -> np.ndarray:

@@ -22,16 +22,18 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Mapping, Sequence
 
+import numpy as np
+
 from ..errors import RecordError
-from ._hashing import to_signed64
+from ._hashing import hash_tokens, to_signed64
 from .bottomk import bottomk_sketch
 from .extract import emails, model_numbers_from_words, phone_numbers
 from .geo import geo_tokens
 from .lsh import band_keys
 from .minhash import minhash
 from .params import SIGNATURE_SCHEMA_VERSION, SignatureParams
-from .shingles import sentence_shingles, shingle_hashes, word_ngrams
-from .simhash import block_keys, simhash
+from .shingles import ngram_hashes, sentence_shingles, shingle_hashes
+from .simhash import block_keys, simhash, simhash_from_hashes
 from .supertokens import super_tokens, title_sample
 from .text import normalise_text, sentences, tokens_from_words, words
 
@@ -188,16 +190,21 @@ def compute_signature(
         body_toks = tokens_from_words(body_words, body_opts)
     all_toks = title_toks + body_toks
 
-    # simhash (Charikar 2002) + permuted-table keys (Manku et al. 2007)
-    grams = word_ngrams(all_toks, p.shingle_n)
-    features = all_toks if p.simhash_features == "unigrams" else grams
+    # simhash (Charikar 2002) + permuted-table keys (Manku et al. 2007); every token hashed once
+    tok_hashes = hash_tokens(all_toks, seed)
+    gram_hashes = ngram_hashes(tok_hashes, p.shingle_n)
     simhash_value, blocks = 0, []
-    if features:
-        simhash_value = simhash(features, seed, idf)
+    if all_toks:
+        if p.simhash_features == "shingles":
+            simhash_value = simhash_from_hashes(gram_hashes)
+        elif idf is not None:
+            simhash_value = simhash(all_toks, seed, idf)
+        else:
+            distinct, counts = np.unique(tok_hashes, return_counts=True)
+            simhash_value = simhash_from_hashes(distinct, counts.astype(np.float64))
         blocks = block_keys(simhash_value, p.simhash_blocks, p.simhash_max_distance)
 
     # MinHash (Broder 1997) + LSH bands (MMDS ch. 3)
-    gram_hashes = shingle_hashes(grams, seed)
     mh = minhash(gram_hashes, p.num_perm, seed)
     bands: list[str] = []
     if gram_hashes.size:

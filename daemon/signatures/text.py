@@ -36,7 +36,6 @@ LANGUAGES: tuple[str, ...] = tuple(sorted(STOPWORDS))
 _BAD_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 _SCRIPT_STYLE = re.compile(r"<(script|style)\b[^>]*>.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
 _TAG = re.compile(r"<[!/]?[a-zA-Z][^<>]{0,2000}>|<!--.*?-->", re.DOTALL)
-_SPACES = re.compile(r"\s+")
 _TOKEN = re.compile(r"[^\W_]+(?:[-./][^\W_]+)*")
 _TOKEN_ASCII = re.compile(r"[a-z0-9]+(?:[-./][a-z0-9]+)*")  # same on case-folded ASCII text, ~40% faster
 _JOINERS = re.compile(r"[-./]")
@@ -87,7 +86,8 @@ def normalise_text(text: str, fold_accents: bool = True) -> str:
         raise TypeError(f"normalise_text expects str, got {type(text).__name__}")
     if not text:
         return ""
-    text = _BAD_CHARS.sub(" ", text)
+    if not text.isprintable():  # control characters, line breaks, lone surrogates
+        text = _BAD_CHARS.sub(" ", text)
     if "<" in text:
         text = _TAG.sub(" ", _SCRIPT_STYLE.sub(" ", text))
     if "&" in text:
@@ -98,7 +98,7 @@ def normalise_text(text: str, fold_accents: bool = True) -> str:
     text = text.casefold()
     if fold_accents and not text.isascii():
         text = _fold_accents(text)
-    return _SPACES.sub(" ", text).strip()
+    return " ".join(text.split())
 
 
 @lru_cache(maxsize=16)
