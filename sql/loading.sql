@@ -1,0 +1,23 @@
+-- Loading labelled records into the reference ads table (demo, evaluate, benchmarks).
+
+-- name: copy_ads
+COPY public.ads (user_id, category, title, body, price, lat, lon, source, source_id) FROM STDIN;
+
+-- name: ads_source_ids
+-- Map loaded records back to their keys (source:source_id -> ads.id).
+SELECT id::text, source, source_id FROM public.ads WHERE source IS NOT NULL;
+
+-- name: ads_has_rows
+SELECT EXISTS (SELECT 1 FROM public.ads LIMIT 1) AS busy;
+
+-- name: demo_update_title
+UPDATE public.ads SET title = title || %(suffix)s WHERE id = %(id)s;
+
+-- name: demo_delete
+DELETE FROM public.ads WHERE id = %(id)s;
+
+-- name: demo_untracked_update
+UPDATE public.ads SET updated_at = now() WHERE id = %(id)s;
+
+-- name: demo_last_id
+SELECT max(id) FROM public.ads;
