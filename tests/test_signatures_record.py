@@ -225,3 +225,19 @@ def test_stable_across_processes_and_hash_seeds() -> None:
             input=json.dumps(records), capture_output=True, text=True, env=env, check=True, timeout=120,
         )
         assert json.loads(out.stdout) == here
+
+
+def test_text_sketch_is_the_core_of_compute_signature() -> None:
+    from daemon.signatures import text_sketch, tokens
+
+    sig = compute_signature({"title": "Sony TV", "body": "A fine television set, barely used"})
+    sk = text_sketch(tokens("Sony TV") + tokens("A fine television set, barely used"))
+    assert sig.minhash == tuple(sk.minhash.tolist()) and list(sig.bands) == sk.bands and list(sig.blocks) == sk.blocks
+    empty = text_sketch([])
+    assert empty.simhash == 0 and empty.bands == [] and empty.blocks == [] and empty.gram_hashes.size == 0
+
+
+def test_shingle_simhash_option_and_block_layout() -> None:
+    params = SignatureParams.from_mapping({"simhash": {"features": "shingles", "blocks": 6, "max_distance": 3}})
+    sig = compute_signature(AD, params)
+    assert len(sig.blocks) == 20 and sig.simhash != compute_signature(AD).simhash

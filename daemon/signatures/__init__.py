@@ -25,7 +25,7 @@ from .minhash import MINHASH_EMPTY, jaccard_from_minhash, minhash
 from .params import SIGNATURE_SCHEMA_VERSION, SignatureParams
 from ._hashing import hash64, hash_tokens
 from .shingles import ngram_hashes, sentence_shingles, shingle_hashes, word_ngrams
-from .signature import DOCUMENT_KEYS, MAX_TEXT_CHARS, Signature, compute_signature
+from .signature import DOCUMENT_KEYS, MAX_TEXT_CHARS, Signature, TextSketch, compute_signature, text_sketch
 from .simhash import block_keys, hamming, simhash, simhash_from_hashes
 from .supertokens import super_tokens
 from .text import LANGUAGES, TextOptions, normalise_text, sentences, tokens, tokens_from_words, words
@@ -39,6 +39,7 @@ __all__ = [
     "Signature",
     "SignatureParams",
     "TextOptions",
+    "TextSketch",
     "band_keys",
     "block_keys",
     "bottomk_jaccard",
@@ -67,6 +68,7 @@ __all__ = [
     "simhash",
     "simhash_from_hashes",
     "super_tokens",
+    "text_sketch",
     "tokens",
     "tokens_from_words",
     "word_ngrams",

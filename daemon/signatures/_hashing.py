@@ -32,16 +32,25 @@ def hash64(text: str, seed: int = 0) -> int:
     return _xxh3(data, seed)
 
 
+TOKEN_CACHE_SIZE = 200_000
+"""Distinct tokens whose hash is memoised per seed (the cache is emptied when it grows past this)."""
+_token_cache: dict[int, dict[str, int]] = {}
+
+
 def hash_tokens(items: list[str], seed: int = 0) -> np.ndarray:
-    """Hash each string of ``items`` with :func:`hash64`.
+    """Hash each string of ``items`` with :func:`hash64` (memoised: ad vocabularies repeat a lot).
 
     Returns:
         ``np.ndarray`` of dtype uint64 and shape ``(len(items),)``.
     """
-    try:
-        values = [_xxh3(t.encode("utf-8"), seed) for t in items]
-    except UnicodeEncodeError:  # lone surrogates (normalised text never has them)
-        values = [_xxh3(t.encode("utf-8", "surrogatepass"), seed) for t in items]
+    cache = _token_cache.get(seed)
+    if cache is None:
+        cache = _token_cache.setdefault(seed, {})
+    for t in [t for t in items if t not in cache]:
+        cache[t] = hash64(t, seed)
+    values = [cache[t] for t in items]
+    if len(cache) > TOKEN_CACHE_SIZE:
+        cache.clear()
     return np.array(values, dtype=np.uint64)
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -146,6 +146,58 @@ def _text_field(fields: Mapping[str, Any], name: str) -> str:
     raise RecordError(f"field {name!r}: expected text, got {type(value).__name__}")
 
 
+class TextSketch(NamedTuple):
+    """Token-level sketches of one text (see :func:`text_sketch`)."""
+
+    simhash: int
+    """Unsigned 64-bit simhash (0 for no tokens)."""
+    blocks: list[str]
+    """Permuted-table keys of the simhash ([] for no tokens)."""
+    gram_hashes: np.ndarray
+    """Sorted distinct uint64 word n-gram hashes."""
+    minhash: np.ndarray
+    """int64 ``(num_perm,)`` MinHash of the n-grams."""
+    bands: list[str]
+    """LSH band keys ([] for no tokens)."""
+
+
+def text_sketch(toks: list[str], params: SignatureParams | None = None, idf: Mapping[str, float] | None = None) -> TextSketch:
+    """Simhash + blocks (Charikar 2002; Manku et al. 2007) and MinHash + LSH bands (Broder 1997; MMDS
+    ch. 3) of a token list; the core of :func:`compute_signature`, usable on its own.
+
+    Every token is hashed once with XXH3-64: the hashes feed the simhash (term-frequency weights, or
+    ``tf × idf`` when ``idf`` is given) and the word n-gram hashes (:func:`ngram_hashes`) of the MinHash.
+
+    Args:
+        toks: tokens in text order (from :func:`tokens`).
+        params: :class:`SignatureParams` (defaults when ``None``).
+        idf: optional token → IDF weight table (absent tokens weigh 1.0).
+    Returns:
+        :class:`TextSketch`; for no tokens: simhash 0, MinHash all ``MINHASH_EMPTY``, no blocks, no bands.
+    """
+    p = params or _DEFAULT_PARAMS
+    tok_hashes = hash_tokens(toks, p.seed)
+    gram_hashes = ngram_hashes(tok_hashes, p.shingle_n)
+    mh = minhash(gram_hashes, p.num_perm, p.seed)
+    if not toks:
+        return TextSketch(0, [], gram_hashes, mh, [])
+    if p.simhash_features == "shingles":
+        value = simhash_from_hashes(gram_hashes)
+    elif idf is not None:
+        value = simhash(toks, p.seed, idf)
+    else:
+        distinct, counts = np.unique(tok_hashes, return_counts=True)
+        value = simhash_from_hashes(distinct, counts.astype(np.float64))
+    b, r = p.bands_rows
+    return TextSketch(
+        value,
+        block_keys(value, p.simhash_blocks, p.simhash_max_distance),
+        gram_hashes,
+        mh,
+        band_keys(mh, b, r, p.seed),
+    )
+
+
 def compute_signature(
     fields: Mapping[str, Any],
     params: SignatureParams | None = None,
@@ -190,33 +242,14 @@ def compute_signature(
         body_toks = tokens_from_words(body_words, body_opts)
     all_toks = title_toks + body_toks
 
-    # simhash (Charikar 2002) + permuted-table keys (Manku et al. 2007); every token hashed once
-    tok_hashes = hash_tokens(all_toks, seed)
-    gram_hashes = ngram_hashes(tok_hashes, p.shingle_n)
-    simhash_value, blocks = 0, []
-    if all_toks:
-        if p.simhash_features == "shingles":
-            simhash_value = simhash_from_hashes(gram_hashes)
-        elif idf is not None:
-            simhash_value = simhash(all_toks, seed, idf)
-        else:
-            distinct, counts = np.unique(tok_hashes, return_counts=True)
-            simhash_value = simhash_from_hashes(distinct, counts.astype(np.float64))
-        blocks = block_keys(simhash_value, p.simhash_blocks, p.simhash_max_distance)
-
-    # MinHash (Broder 1997) + LSH bands (MMDS ch. 3)
-    mh = minhash(gram_hashes, p.num_perm, seed)
-    bands: list[str] = []
-    if gram_hashes.size:
-        b, r = p.bands_rows
-        bands = band_keys(mh, b, r, seed)
+    sketch = text_sketch(all_toks, p, idf)
 
     # bottom-k (Broder 1997; Cohen & Kaplan 2007)
     if p.bottomk_shingles == "sentences":
         sent = sentence_shingles([title_toks, *body_sent_toks])
         bk = bottomk_sketch(shingle_hashes(sent, seed), p.bottomk_k)
     else:
-        bk = bottomk_sketch(gram_hashes, p.bottomk_k)
+        bk = bottomk_sketch(sketch.gram_hashes, p.bottomk_k)
 
     both_norm = f"{title_norm} {body_norm}".strip()
     models = model_numbers_from_words(title_words + body_words)
@@ -236,11 +269,11 @@ def compute_signature(
     return Signature(
         v=SIGNATURE_SCHEMA_VERSION,
         params=p.fingerprint(),
-        simhash=to_signed64(simhash_value),
-        minhash=tuple(mh.tolist()),
+        simhash=to_signed64(sketch.simhash),
+        minhash=tuple(sketch.minhash.tolist()),
         bottomk=tuple(bk),
-        bands=tuple(bands),
-        blocks=tuple(blocks),
+        bands=tuple(sketch.bands),
+        blocks=tuple(sketch.blocks),
         geo=tuple(geo),
         super=tuple(supers),
         models=tuple(models),

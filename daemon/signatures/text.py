@@ -14,13 +14,15 @@ optionally joined by internal ``-``, ``.`` or ``/`` (``kdl-40v4100``, ``33-1/3``
 * a joined token of letters only (``wide-range``, ``www.example.com``) is split into its parts.
 
 Then, per :class:`TextOptions`: synonyms/abbreviations are replaced (from configuration), stop words
-are dropped, and words without digits are stemmed with Snowball (memoised; ~37 µs a word uncached).
+are dropped, and words without digits are stemmed with Snowball. The outcome per distinct token is
+memoised (Snowball costs ~37 µs a word; a dictionary hit ~0.05 µs).
 """
 
 from __future__ import annotations
 
 import html
 import re
+import threading
 import unicodedata
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -101,10 +103,17 @@ def normalise_text(text: str, fold_accents: bool = True) -> str:
     return " ".join(text.split())
 
 
-@lru_cache(maxsize=16)
+_local = threading.local()
+
+
 def _stemmer(language: str) -> Callable[[str], str]:
-    stem_word = snowballstemmer.stemmer(language).stemWord
-    return lru_cache(maxsize=200_000)(stem_word)
+    """Snowball ``stemWord`` for ``language``; one stemmer per thread (stemmer objects keep state)."""
+    stemmers = getattr(_local, "stemmers", None)
+    if stemmers is None:
+        stemmers = _local.stemmers = {}
+    if language not in stemmers:
+        stemmers[language] = snowballstemmer.stemmer(language).stemWord
+    return stemmers[language]
 
 
 @lru_cache(maxsize=64)
@@ -186,13 +195,32 @@ def tokens_from_words(candidates: list[str], options: TextOptions = DEFAULT_TEXT
         for t in toks:
             replaced.extend(syn.get(t, (t,)))
         toks = replaced
-    if options.stopwords:
-        stop = _stopwords(options.language, options.fold_accents)
-        toks = [t for t in toks if t not in stop]
-    if options.stem:
-        stem = _stemmer(options.language)
-        toks = [t if not t.isalpha() else stem(t) for t in toks]
-    return toks
+    if not (options.stopwords or options.stem):
+        return toks
+    cache = _word_cache(options.language, options.stopwords, options.stem, options.fold_accents)
+    for t in [t for t in toks if t not in cache]:
+        cache[t] = _final_form(t, options)
+    if len(cache) > WORD_CACHE_SIZE:
+        cache.clear()
+    return [w for w in [cache[t] for t in toks] if w]
+
+
+WORD_CACHE_SIZE = 200_000
+"""Distinct tokens whose stop-word/stem outcome is memoised per option set (emptied past this size)."""
+
+
+@lru_cache(maxsize=64)
+def _word_cache(language: str, stopwords: bool, stem: bool, fold: bool) -> dict[str, str]:
+    return {}
+
+
+def _final_form(token: str, options: TextOptions) -> str:
+    """The stemmed token, or ``""`` for a stop word (Snowball stems only tokens without digits)."""
+    if options.stopwords and token in _stopwords(options.language, options.fold_accents):
+        return ""
+    if options.stem and token.isalpha():
+        return _stemmer(options.language)(token)
+    return token
 
 
 def sentences(normalised: str) -> list[str]:
