@@ -241,3 +241,19 @@ def test_shingle_simhash_option_and_block_layout() -> None:
     params = SignatureParams.from_mapping({"simhash": {"features": "shingles", "blocks": 6, "max_distance": 3}})
     sig = compute_signature(AD, params)
     assert len(sig.blocks) == 20 and sig.simhash != compute_signature(AD).simhash
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["<script>" * 12_500, "<!--" * 25_000, "<a " * 33_000, "<style>x</style>" * 6_000, "a" * 100_000, "&amp;" * 20_000],
+)
+def test_pathological_markup_and_giant_tokens(body: str) -> None:
+    sig = compute_signature({"title": "", "body": body})
+    assert sig.bands == () and sig.models == ()  # markup stripped, the 100k-letter word dropped
+    _assert_document_shape(sig.to_document())
+
+
+def test_markup_blocks_are_removed() -> None:
+    from daemon.signatures import normalise_text
+
+    assert normalise_text("a<!-- c -->b<SCRIPT type=x>var</script >c<style>.x{}</style>d<!-- open") == "a b c d"

@@ -36,8 +36,13 @@ LANGUAGES: tuple[str, ...] = tuple(sorted(STOPWORDS))
 """Languages accepted by :class:`TextOptions` (each has a stop-word list and a Snowball stemmer)."""
 
 _BAD_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
-_SCRIPT_STYLE = re.compile(r"<(script|style)\b[^>]*>.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
-_TAG = re.compile(r"<[!/]?[a-zA-Z][^<>]{0,2000}>|<!--.*?-->", re.DOTALL)
+_BLOCK_OPEN = re.compile(r"<!--|<(script|style)\b[^<>]{0,2000}>", re.IGNORECASE)
+_BLOCK_CLOSE = {
+    None: re.compile(r"-->"),
+    "script": re.compile(r"</script\s*>", re.IGNORECASE),
+    "style": re.compile(r"</style\s*>", re.IGNORECASE),
+}
+_TAG = re.compile(r"<[!/]?[a-zA-Z][^<>]{0,2000}>")
 _TOKEN = re.compile(r"[^\W_]+(?:[-./][^\W_]+)*")
 _TOKEN_ASCII = re.compile(r"[a-z0-9]+(?:[-./][a-z0-9]+)*")  # same on case-folded ASCII text, ~40% faster
 _JOINERS = re.compile(r"[-./]")
@@ -68,6 +73,23 @@ class TextOptions:
             raise ValueError(f"unknown language {self.language!r}; expected one of {', '.join(LANGUAGES)}")
 
 
+def _strip_blocks(text: str) -> str:
+    """Remove comments and ``<script>``/``<style>`` elements in one forward pass (linear time even for
+    thousands of unclosed openers; an unclosed block runs to the end of the text, as in browsers)."""
+    parts: list[str] = []
+    pos = 0
+    while (m := _BLOCK_OPEN.search(text, pos)) is not None:
+        parts.append(text[pos : m.start()])
+        kind = m.group(1).lower() if m.group(1) else None
+        close = _BLOCK_CLOSE[kind].search(text, m.end())
+        if close is None:
+            return " ".join(parts)
+        pos = close.end()
+        parts.append(" ")
+    parts.append(text[pos:])
+    return "".join(parts)
+
+
 def _fold_accents(text: str) -> str:
     decomposed = unicodedata.normalize("NFKD", text)
     return unicodedata.normalize("NFC", "".join(c for c in decomposed if not unicodedata.combining(c)))
@@ -91,7 +113,7 @@ def normalise_text(text: str, fold_accents: bool = True) -> str:
     if not text.isprintable():  # control characters, line breaks, lone surrogates
         text = _BAD_CHARS.sub(" ", text)
     if "<" in text:
-        text = _TAG.sub(" ", _SCRIPT_STYLE.sub(" ", text))
+        text = _TAG.sub(" ", _strip_blocks(text))
     if "&" in text:
         text = html.unescape(text)
         text = _BAD_CHARS.sub(" ", text)  # entities such as &#0; may decode to control characters
@@ -145,9 +167,15 @@ def _raw_tokens(normalised: str) -> list[str]:
     return _expand(words(normalised))
 
 
+MAX_TOKEN_CHARS = 64
+"""Longer word candidates (base64 blobs, URLs glued together) are dropped rather than tokenised."""
+
+
 def _expand(candidates: list[str]) -> list[str]:
     out: list[str] = []
     for tok in candidates:
+        if len(tok) > MAX_TOKEN_CHARS:
+            continue
         if tok.isalnum():
             out.append(tok)
             continue
