@@ -1,0 +1,116 @@
+"""Benchmark of the search backends against osmem-server: bulk indexing throughput and candidate latency.
+
+Usage::
+
+    PYTHONPATH=. python bench/bench_backends.py [--docs 10000] [--batch 500] [--queries 1000]
+        [--backend elasticsearch --backend opensearch] [--url http://host:9200]
+
+Without ``--url`` an osmem-server process is started (``tests.search_server.start_osmem``) and the
+official Elasticsearch client is allowed to talk to it. Prints one line per backend: indexing
+docs/s (``write`` batches of ``--batch``), candidate-query p50/p99 in ms (single ``candidates``
+calls, 24 keys each, ``min_match`` 2), and the ``candidates_many`` (msearch, 20 queries) per-query
+mean. Documents are synthetic but shaped like real ones (20 LSH band keys from a shared pool so
+that lookups have hits, 4 simhash block keys, scope by user).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import random
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from daemon.backends.base import IndexDocument  # noqa: E402
+from daemon.backends.search import create_search_backend  # noqa: E402
+from daemon.backends.search_common import CandidateQuery  # noqa: E402
+
+T = "public.ads"
+
+
+def make_docs(n: int, seed: int = 7) -> list[IndexDocument]:
+    """``n`` synthetic documents with realistic key counts and field roles."""
+    rnd = random.Random(seed)
+    docs = []
+    for i in range(n):
+        bands = [f"b{b}:{rnd.randrange(max(n // 200, 2)):x}" for b in range(20)]
+        blocks = [f"s{b}:{rnd.randrange(4096):x}" for b in range(4)]
+        keys = bands + blocks
+        fields = {"title": f"item {i} {rnd.choice(['red', 'blue', 'green'])} bike", "body": "lorem ipsum " * 20,
+                  "price": round(rnd.uniform(1, 1000), 2), "lat": rnd.uniform(-60, 60), "lon": rnd.uniform(-150, 150),
+                  "user": str(i % 100), "category": "bikes", "created_at": "2024-05-01T10:00:00+00:00"}
+        sig = {"v": 1, "params": "p", "simhash": rnd.randrange(-(1 << 63), 1 << 63),
+               "minhash": [rnd.randrange(1 << 32) for _ in range(64)], "bottomk": [], "bands": bands,
+               "blocks": blocks, "geo": [], "super": [], "models": [], "phones": [], "emails": [],
+               "tokens": ["bike"], "text": fields["title"]}
+        docs.append(IndexDocument(T, str(i), 1, fields, {"user": str(i % 10)}, keys, sig))
+    return docs
+
+
+def pct(xs: list[float], p: float) -> float:
+    """The ``p``-th percentile (0..100) of ``xs`` (nearest rank)."""
+    s = sorted(xs)
+    return s[min(len(s) - 1, max(0, round(p / 100 * len(s)) - 1))]
+
+
+async def bench(name: str, url: str, docs: list[IndexDocument], batch: int, queries: int) -> dict[str, float]:
+    """Index ``docs`` into a fresh alias and time ``queries`` candidate lookups. Returns the figures."""
+    be = create_search_backend(name, {"url": url, "index": "bench" + uuid.uuid4().hex[:8], "bulk_docs": batch})
+    await be.open()
+    try:
+        t0 = time.perf_counter()
+        for i in range(0, len(docs), batch):
+            await be.write(docs[i:i + batch], [])
+        index_s = time.perf_counter() - t0
+        await be.refresh()
+        rnd = random.Random(1)
+        sample = [rnd.choice(docs) for _ in range(queries)]
+        lat: list[float] = []
+        hits = 0
+        for d in sample:
+            t = time.perf_counter()
+            hits += len(await be.candidates(T, d.keys, d.scope, min_match=2, limit=100, exclude_id=d.record_id))
+            lat.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        for i in range(0, len(sample), 20):
+            part = sample[i:i + 20]
+            await be.candidates_many(T, [CandidateQuery(d.keys, d.scope, d.record_id) for d in part], min_match=2)
+        many_ms = (time.perf_counter() - t) * 1000 / max(len(sample), 1)
+        return {"docs_per_s": len(docs) / index_s, "p50_ms": statistics.median(lat), "p99_ms": pct(lat, 99),
+                "msearch_ms_per_query": many_ms, "mean_hits": hits / max(len(sample), 1)}
+    finally:
+        await be.close()
+
+
+async def main(argv: list[str] | None = None) -> None:
+    """Parse arguments, start osmem unless ``--url``, run the benchmark for each backend and print it."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--docs", type=int, default=10000)
+    ap.add_argument("--batch", type=int, default=500)
+    ap.add_argument("--queries", type=int, default=1000)
+    ap.add_argument("--backend", action="append", choices=["elasticsearch", "opensearch"])
+    ap.add_argument("--url")
+    a = ap.parse_args(argv)
+    docs = make_docs(a.docs)
+    with contextlib.ExitStack() as stack:
+        url = a.url
+        if url is None:
+            from tests.search_server import allow_es_client_against_osmem, start_osmem
+
+            url = stack.enter_context(start_osmem())
+            allow_es_client_against_osmem()
+        for name in a.backend or ["elasticsearch", "opensearch"]:
+            r = await bench(name, url, docs, a.batch, a.queries)
+            print(f"{name:14s} docs={a.docs} batch={a.batch}: index {r['docs_per_s']:8.0f} docs/s | candidates "
+                  f"p50 {r['p50_ms']:6.2f} ms p99 {r['p99_ms']:6.2f} ms (mean {r['mean_hits']:.1f} hits) | "
+                  f"msearch {r['msearch_ms_per_query']:5.2f} ms/query")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
