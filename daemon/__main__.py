@@ -4,4 +4,5 @@ import sys
 
 from daemon.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # guarded: worker processes re-import the main module
+    sys.exit(main())

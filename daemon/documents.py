@@ -118,3 +118,60 @@ class DocumentBuilder:
             keys=sig.keys(),
             signature=sig.to_document(),
         )
+
+    def build_many(self, items: list[tuple[dict[str, Any], int]]) -> list[IndexDocument | RecordError]:
+        """:meth:`build` for each ``(row, version)``; a failing row yields its RecordError in place.
+
+        Top-level and picklable so a process pool can run it (see :class:`SignaturePool`).
+        """
+        out: list[IndexDocument | RecordError] = []
+        for row, version in items:
+            try:
+                out.append(self.build(row, version))
+            except RecordError as e:
+                out.append(e)
+        return out
+
+
+class SignaturePool:
+    """Builds documents for large batches in worker processes (signatures are CPU-bound).
+
+    Batches smaller than ``min_parallel`` rows are built inline, so realtime latency does not pay
+    for inter-process transfer. ``workers = 0`` disables the pool.
+
+    Args:
+        builder: the document builder (pickled once per chunk).
+        workers: worker processes (default: CPU count, at most 4).
+        min_parallel: smallest batch worth splitting across workers.
+    """
+
+    def __init__(self, builder: DocumentBuilder, *, workers: int | None = None, min_parallel: int = 256) -> None:
+        import os
+
+        self.builder = builder
+        self.workers = min(4, os.cpu_count() or 1) if workers is None else workers
+        self.min_parallel = min_parallel
+        self._pool: Any = None
+
+    async def build(self, items: list[tuple[dict[str, Any], int]]) -> list[IndexDocument | RecordError]:
+        """Documents (or RecordErrors) for ``(row, version)`` items, in order."""
+        if self.workers < 2 or len(items) < self.min_parallel:
+            return self.builder.build_many(items)
+        import asyncio
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("forkserver"))
+        loop = asyncio.get_running_loop()
+        size = -(-len(items) // self.workers)
+        chunks = [items[i:i + size] for i in range(0, len(items), size)]
+        parts = await asyncio.gather(*(loop.run_in_executor(self._pool, self.builder.build_many, c) for c in chunks))
+        return [d for part in parts for d in part]
+
+    def close(self) -> None:
+        """Shut the worker processes down."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+

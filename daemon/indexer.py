@@ -10,13 +10,13 @@ Indexed records are put on the dedup queue in the acknowledging transaction when
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 
 from daemon.backends.base import DeleteOp, IndexBackend, IndexDocument, Outcome
-from daemon.documents import DocumentBuilder
+from daemon.documents import DocumentBuilder, SignaturePool
 from daemon.errors import RecordError
 from daemon.loop import BatchResult
 from daemon.tables import SourceTable, load_rows
@@ -34,6 +34,10 @@ class IndexHandler:
     table: SourceTable
     builder: DocumentBuilder
     backend: IndexBackend
+    signer: SignaturePool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.signer = SignaturePool(self.builder)
 
     async def process(self, conn: psycopg.AsyncConnection[Any], batch: Sequence[Claimed]) -> BatchResult:
         """Load, sign and write one batch; see the module docstring."""
@@ -51,6 +55,7 @@ class IndexHandler:
         deletes: list[DeleteOp] = []
         by_key: dict[tuple[str, str], Claimed] = {}
         failed_ids = {f.record_id for f, _ in result.failed}
+        to_build: list[tuple[Claimed, dict[str, Any]]] = []
         for c in mine:
             if c.record_id in failed_ids:
                 continue
@@ -58,12 +63,15 @@ class IndexHandler:
             row = rows.get(c.record_id) if c.op == "U" else None
             if row is None or not self.table.is_active(row):
                 deletes.append(DeleteOp(c.table, c.record_id, c.seq))
-                continue
-            try:
-                upserts.append(self.builder.build(row, c.seq))
-            except RecordError as e:
-                result.failed.append((c, str(e)))
+            else:
+                to_build.append((c, row))
+        built = await self.signer.build([(row, c.seq) for c, row in to_build])
+        for (c, _), doc in zip(to_build, built, strict=True):
+            if isinstance(doc, RecordError):
+                result.failed.append((c, str(doc)))
                 del by_key[(c.table, c.record_id)]
+            else:
+                upserts.append(doc)
         written = await self.backend.write(upserts, deletes)
         upserted = {(d.table, d.record_id) for d in upserts}
         for key, c in by_key.items():

@@ -5,8 +5,8 @@
 -- name: upsert_documents
 INSERT INTO nearsync.documents AS d (table_name, record_id, version, deleted, scope, fields, signature, keys, indexed_at)
 SELECT %(table)s, u.record_id, u.version, false, u.scope, u.fields, u.signature, u.keys, clock_timestamp()
-FROM unnest(%(record_ids)s::text[], %(versions)s::bigint[], %(scopes)s::jsonb[], %(fields)s::jsonb[],
-            %(signatures)s::jsonb[], %(keys)s::jsonb[]) AS u(record_id, version, scope, fields, signature, keys)
+FROM unnest(%(record_ids)b::text[], %(versions)b::bigint[], %(scopes)b::jsonb[], %(fields)b::jsonb[],
+            %(signatures)b::jsonb[], %(keys)b::jsonb[]) AS u(record_id, version, scope, fields, signature, keys)
 ON CONFLICT (table_name, record_id) DO UPDATE SET
     version = excluded.version, deleted = false, scope = excluded.scope, fields = excluded.fields,
     signature = excluded.signature, keys = excluded.keys, indexed_at = excluded.indexed_at
@@ -16,7 +16,7 @@ RETURNING d.record_id;
 -- name: delete_documents
 INSERT INTO nearsync.documents AS d (table_name, record_id, version, deleted, indexed_at)
 SELECT %(table)s, u.record_id, u.version, true, clock_timestamp()
-FROM unnest(%(record_ids)s::text[], %(versions)s::bigint[]) AS u(record_id, version)
+FROM unnest(%(record_ids)b::text[], %(versions)b::bigint[]) AS u(record_id, version)
 ON CONFLICT (table_name, record_id) DO UPDATE SET
     version = excluded.version, deleted = true, scope = '{}', fields = NULL, signature = NULL,
     keys = NULL, indexed_at = excluded.indexed_at
@@ -24,15 +24,14 @@ WHERE d.version < excluded.version
 RETURNING d.record_id;
 
 -- name: delete_keys
-DELETE FROM nearsync.document_keys WHERE table_name = %(table)s AND record_id = ANY(%(record_ids)s::text[]);
+DELETE FROM nearsync.document_keys WHERE table_name = %(table)s AND record_id = ANY(%(record_ids)b::text[]);
 
--- name: insert_keys
-INSERT INTO nearsync.document_keys (key, table_name, record_id)
-SELECT k.key, %(table)s, k.record_id FROM unnest(%(keys)s::bigint[], %(record_ids)s::text[]) AS k(key, record_id);
+-- name: copy_keys
+COPY nearsync.document_keys (key, table_name, record_id) FROM STDIN (FORMAT BINARY);
 
 -- name: get_documents
 SELECT record_id, version, scope, fields, signature, keys FROM nearsync.documents
-WHERE table_name = %(table)s AND record_id = ANY(%(record_ids)s::text[]) AND NOT deleted;
+WHERE table_name = %(table)s AND record_id = ANY(%(record_ids)b::text[]) AND NOT deleted;
 
 -- name: candidates
 -- Records sharing at least %(min_match)s hashed keys (the hash folds in table and scope, so the
@@ -40,7 +39,7 @@ WHERE table_name = %(table)s AND record_id = ANY(%(record_ids)s::text[]) AND NOT
 WITH hits AS (
     SELECT k.record_id, count(*)::integer AS matched
     FROM nearsync.document_keys k
-    WHERE k.key = ANY(%(keys)s::bigint[]) AND k.table_name = %(table)s
+    WHERE k.key = ANY(%(keys)b::bigint[]) AND k.table_name = %(table)s
       AND k.record_id IS DISTINCT FROM %(exclude_id)s
     GROUP BY k.record_id
     HAVING count(*) >= %(min_match)s

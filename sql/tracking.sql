@@ -36,7 +36,7 @@ RETURNING t.table_name, t.record_id, t.op, t.seq, t.changed_at, t.attempts;
 -- Acknowledge processed rows: delete each only if its sequence is still the one we claimed. A
 -- change that arrived meanwhile bumped the sequence (and cleared the claim), so it stays pending.
 DELETE FROM nearsync.index_tracking t
-USING unnest(%(record_ids)s::text[], %(seqs)s::bigint[]) AS a(record_id, seq)
+USING unnest(%(record_ids)b::text[], %(seqs)b::bigint[]) AS a(record_id, seq)
 WHERE t.queue = %(queue)s AND t.table_name = %(table)s
   AND t.record_id = a.record_id AND t.seq = a.seq;
 
@@ -45,7 +45,7 @@ WHERE t.queue = %(queue)s AND t.table_name = %(table)s
 UPDATE nearsync.index_tracking t
 SET attempts = t.attempts + 1, last_error = f.error, claimed_by = NULL, claimed_at = NULL,
     not_before = clock_timestamp() + make_interval(secs => %(backoff_s)s * power(2, t.attempts))
-FROM unnest(%(record_ids)s::text[], %(seqs)s::bigint[], %(errors)s::text[]) AS f(record_id, seq, error)
+FROM unnest(%(record_ids)b::text[], %(seqs)b::bigint[], %(errors)b::text[]) AS f(record_id, seq, error)
 WHERE t.queue = %(queue)s AND t.table_name = %(table)s
   AND t.record_id = f.record_id AND t.seq = f.seq;
 
@@ -54,7 +54,7 @@ WHERE t.queue = %(queue)s AND t.table_name = %(table)s
 WITH moved AS (
     DELETE FROM nearsync.index_tracking t
     WHERE t.queue = %(queue)s AND t.table_name = %(table)s
-      AND t.record_id = ANY(%(record_ids)s::text[]) AND t.attempts >= %(max_attempts)s
+      AND t.record_id = ANY(%(record_ids)b::text[]) AND t.attempts >= %(max_attempts)s
     RETURNING t.*
 )
 INSERT INTO nearsync.dead_letters AS d (queue, table_name, record_id, op, seq, attempts, error, changed_at)
@@ -75,7 +75,7 @@ WHERE claimed_by = %(worker)s AND queue = %(queue)s;
 -- at; a pending row with a newer sequence wins. Same coalescing as the triggers.
 INSERT INTO nearsync.index_tracking AS t (queue, table_name, record_id, op, seq, changed_at)
 SELECT %(queue)s, %(table)s, e.record_id, e.op, e.seq, e.changed_at
-FROM unnest(%(record_ids)s::text[], %(ops)s::text[], %(seqs)s::bigint[], %(changed_ats)s::timestamptz[])
+FROM unnest(%(record_ids)b::text[], %(ops)b::text[], %(seqs)b::bigint[], %(changed_ats)b::timestamptz[])
      AS e(record_id, op, seq, changed_at)
 ON CONFLICT (queue, table_name, record_id) DO UPDATE SET
     op = excluded.op, seq = excluded.seq, changed_at = excluded.changed_at,
@@ -102,7 +102,7 @@ FROM nearsync.dead_letters ORDER BY id LIMIT %(limit)s;
 -- name: dead_letter_retry
 -- Put dead letters back on their queue with a fresh sequence and zero attempts.
 WITH back AS (
-    DELETE FROM nearsync.dead_letters WHERE (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
+    DELETE FROM nearsync.dead_letters WHERE (%(ids)b::bigint[] IS NULL OR id = ANY(%(ids)b::bigint[]))
     RETURNING queue, table_name, record_id, op
 )
 INSERT INTO nearsync.index_tracking AS t (queue, table_name, record_id, op, seq, changed_at)
@@ -113,7 +113,7 @@ ON CONFLICT (queue, table_name, record_id) DO UPDATE SET
 RETURNING t.record_id;
 
 -- name: dead_letter_purge
-DELETE FROM nearsync.dead_letters WHERE (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]));
+DELETE FROM nearsync.dead_letters WHERE (%(ids)b::bigint[] IS NULL OR id = ANY(%(ids)b::bigint[]));
 
 -- name: tracked_tables
 SELECT table_name, id_column, tracked_columns FROM nearsync.tracked_tables ORDER BY table_name;
@@ -170,7 +170,7 @@ ON CONFLICT (job) DO UPDATE SET last_key = excluded.last_key, done = excluded.do
 DELETE FROM nearsync.job_checkpoints WHERE job = %(job)s;
 
 -- name: attach_table
-SELECT nearsync.attach_table(%(table)s::regclass, %(id_column)s, %(columns)s::text[]);
+SELECT nearsync.attach_table(%(table)s::regclass, %(id_column)s, %(columns)b::text[]);
 
 -- name: detach_table
 SELECT nearsync.detach_table(%(table)s::regclass);
@@ -185,7 +185,7 @@ SELECT 1;
 -- Put records on a queue with a fresh sequence (repair: missing, orphaned or drifted documents).
 INSERT INTO nearsync.index_tracking AS t (queue, table_name, record_id, op, seq, changed_at)
 SELECT %(queue)s, %(table)s, e.record_id, e.op, nextval('nearsync.change_seq'), clock_timestamp()
-FROM unnest(%(record_ids)s::text[], %(ops)s::text[]) AS e(record_id, op)
+FROM unnest(%(record_ids)b::text[], %(ops)b::text[]) AS e(record_id, op)
 ON CONFLICT (queue, table_name, record_id) DO UPDATE SET
     op = excluded.op, seq = excluded.seq, changed_at = excluded.changed_at,
     claimed_by = NULL, claimed_at = NULL, attempts = 0, not_before = NULL, last_error = NULL;

@@ -26,15 +26,23 @@ from daemon.backends.base import (
     TransientIndexError,
     WriteResult,
 )
+from daemon.logs import get_logger
 from daemon.queries import query
+
+log = get_logger("nearsync.backend.postgres")
 
 _TRANSIENT = (psycopg.OperationalError, PoolTimeout)
 
 
-def key_hash(table: str, scope: Mapping[str, str], key: str) -> int:
-    """Signed 64-bit xxh64 of ``table``, the canonical ``scope`` and ``key`` (seed 0)."""
+def key_prefix(table: str, scope: Mapping[str, str]) -> bytes:
+    """``table \x1f canonical-scope-json \x1f`` as bytes: what :func:`key_hash` folds in before the key."""
     canon = json.dumps(dict(scope), sort_keys=True, separators=(",", ":"))
-    h = xxhash.xxh64_intdigest(f"{table}\x1f{canon}\x1f{key}".encode())
+    return f"{table}\x1f{canon}\x1f".encode()
+
+
+def key_hash(prefix: bytes, key: str) -> int:
+    """Signed 64-bit xxh64 (seed 0) of ``prefix`` (from :func:`key_prefix`) followed by ``key``."""
+    h = xxhash.xxh64_intdigest(prefix + key.encode())
     return h - (1 << 64) if h >= 1 << 63 else h
 
 
@@ -88,7 +96,9 @@ class PostgresBackend:
             outcomes |= await self._write_batch(good, deletes)
         except _TRANSIENT as e:
             raise TransientIndexError(f"postgres index unreachable: {e}") from e
-        except psycopg.Error:
+        except psycopg.Error as batch_error:
+            log.warning("index batch write failed, isolating bad records one by one",
+                        error=f"{type(batch_error).__name__}: {batch_error}"[:500])
             for item in good:
                 try:
                     outcomes |= await self._write_batch([item], [])
@@ -136,15 +146,14 @@ class PostgresBackend:
                 changed = sorted(applied | deleted)
                 if changed:
                     await conn.execute(query("delete_keys"), {"table": table, "record_ids": changed})
-                key_vals: list[int] = []
-                key_ids: list[str] = []
-                for d, _ in ups:
-                    if d.record_id in applied:
-                        for h in {key_hash(table, d.scope, k) for k in d.keys}:
-                            key_vals.append(h)
-                            key_ids.append(d.record_id)
-                if key_vals:
-                    await conn.execute(query("insert_keys"), {"table": table, "keys": key_vals, "record_ids": key_ids})
+                won = [d for d, _ in ups if d.record_id in applied]
+                if won:
+                    async with conn.cursor() as cur, cur.copy(query("copy_keys")) as copy:
+                        copy.set_types(["int8", "text", "text"])
+                        for d in won:
+                            prefix = key_prefix(table, d.scope)
+                            for h in {key_hash(prefix, k) for k in d.keys}:
+                                await copy.write_row((h, table, d.record_id))
                 for d, _ in ups:
                     outcomes[(table, d.record_id)] = Outcome.APPLIED if d.record_id in applied else Outcome.STALE
                 for op in dels:
@@ -168,7 +177,8 @@ class PostgresBackend:
     async def candidates(self, table: str, keys: Sequence[str], scope: Mapping[str, str], *, min_match: int = 1,
                          limit: int = 100, exclude_id: str | None = None) -> list[Candidate]:
         """Records sharing ``min_match`` hashed keys in the same scope, best first (see protocol)."""
-        hashes = sorted({key_hash(table, scope, k) for k in keys})
+        prefix = key_prefix(table, scope)
+        hashes = sorted({key_hash(prefix, k) for k in keys})
         if not hashes:
             return []
         try:

@@ -1,0 +1,184 @@
+"""Benchmark of the CDC core (a script, not a test): prints figures and ratios.
+
+* realtime latency from COMMIT to visible in the index, p50/p99 over N single-row inserts;
+* batch throughput for a 10,000-row and a 100,000-row transaction (rows/s, COMMIT to all indexed);
+* the triggers' write overhead: insert time with triggers ÷ without (bulk and single-row).
+
+The daemon runs as a real ``nearsync run`` subprocess against a throwaway PostgreSQL with the
+PostgreSQL index backend. Ads are generated from the Abt-Buy listings (seeded) when the data is
+present, else from built-in templates. Usage::
+
+    python bench/bench_cdc.py [--latency-n 200] [--sizes 10000,100000] [--durable]
+
+Targets on the 2-core machine: p50 ≤ 25 ms, p99 ≤ 100 ms, ≥ 10,000 rows/s, overhead ≤ 2×.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from daemon.config import settings_from_mapping  # noqa: E402
+from daemon.datasets import abt_buy, default_data_dir  # noqa: E402
+from daemon.generator import generate_ads  # noqa: E402
+from daemon.loader import parse_price  # noqa: E402
+from daemon.migrate import upgrade  # noqa: E402
+from daemon.pgserver import ThrowawayPostgres  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+COLS = "user_id, category, title, body, price, lat, lon"
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(q / 100 * (len(s) - 1))))]
+
+
+def make_staging(conn: psycopg.Connection, n: int) -> None:
+    """A table ``staging`` with n generated ads (no triggers)."""
+    data = default_data_dir()
+    base = None
+    if data and (data / "abt-buy" / "Abt.csv").is_file():
+        base = [dict(r.fields, price=parse_price(r.fields.get("price"))) for r in abt_buy(data).records]
+    conn.execute("DROP TABLE IF EXISTS staging")
+    conn.execute(f"CREATE TABLE staging AS SELECT {COLS} FROM ads WITH NO DATA")
+    with conn.cursor() as cur, cur.copy(f"COPY staging ({COLS}) FROM STDIN") as copy:
+        for ad in generate_ads(n, seed=11, base=base):
+            f = ad.fields
+            copy.write_row((f.get("user"), f.get("category"), f.get("title"), f.get("body"), f.get("price"),
+                            f.get("lat"), f.get("lon")))
+    conn.commit()
+    print(f"generated {n} ads ({'from Abt-Buy listings' if base else 'from templates'})", flush=True)
+
+
+def spawn(dsn: str, *args: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "NEARSYNC_DSN": dsn}
+    return subprocess.Popen([sys.executable, "-m", "daemon", "run", "--log-level", "warning", *args],
+                            env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def wait_drained(conn: psycopg.Connection, expect_docs: int, timeout: float = 900) -> float:
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        n = conn.execute("SELECT count(*) FROM nearsync.documents WHERE NOT deleted").fetchone()[0]
+        p = conn.execute("SELECT count(*) FROM nearsync.index_tracking WHERE queue = 'index'").fetchone()[0]
+        if n >= expect_docs and p == 0:
+            return time.time()
+        time.sleep(0.02)
+    raise TimeoutError("daemon did not drain")
+
+
+def reset(conn: psycopg.Connection) -> None:
+    conn.execute("TRUNCATE ads")
+    conn.execute("TRUNCATE nearsync.index_tracking, nearsync.documents, nearsync.document_keys")
+
+
+def bench_latency(conn: psycopg.Connection, dsn: str, n: int) -> dict[str, float]:
+    reset(conn)
+    proc = spawn(dsn)
+    try:
+        time.sleep(2.0)
+        rows = conn.execute(f"SELECT {COLS} FROM staging LIMIT %s", (n,)).fetchall()
+        commits: dict[str, float] = {}
+        for row in rows:
+            rid = conn.execute(f"INSERT INTO ads ({COLS}) VALUES (%s,%s,%s,%s,%s,%s,%s) RETURNING id", row).fetchone()[0]
+            conn.commit()
+            commits[str(rid)] = time.time()
+            time.sleep(0.02)
+        wait_drained(conn, n)
+        idx = dict(conn.execute("SELECT record_id, extract(epoch FROM indexed_at)::float8 FROM nearsync.documents").fetchall())
+        lat = [(idx[r] - t) * 1000 for r, t in commits.items()]
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    return {"n": n, "p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99), "max_ms": max(lat), "mean_ms": statistics.mean(lat)}
+
+
+def bench_batch(conn: psycopg.Connection, dsn: str, size: int, mode_args: list[str]) -> dict[str, float]:
+    reset(conn)
+    conn.commit()
+    proc = spawn(dsn, *mode_args)
+    try:
+        time.sleep(2.0)
+        conn.execute(f"INSERT INTO ads ({COLS}) SELECT {COLS} FROM staging LIMIT %s", (size,))
+        conn.commit()
+        t_commit = time.time()
+        t_done = wait_drained(conn, size)
+    finally:
+        proc.terminate()
+        proc.wait(60)
+    secs = t_done - t_commit
+    return {"rows": size, "seconds": secs, "rows_per_s": size / secs}
+
+
+def bench_overhead(conn: psycopg.Connection, size: int, singles: int) -> dict[str, float]:
+    conn.execute("DROP TABLE IF EXISTS ads_plain")
+    conn.execute("CREATE TABLE ads_plain (LIKE ads INCLUDING ALL)")
+    conn.commit()
+    out: dict[str, float] = {}
+    for table in ("ads_plain", "ads"):
+        times = []
+        for _ in range(3):
+            conn.execute(f"TRUNCATE {table}")
+            conn.execute("TRUNCATE nearsync.index_tracking")
+            conn.commit()
+            t = time.perf_counter()
+            conn.execute(f"INSERT INTO {table} ({COLS}) SELECT {COLS} FROM staging LIMIT %s", (size,))
+            conn.commit()
+            times.append(time.perf_counter() - t)
+        out[f"bulk_{table}_s"] = min(times)
+        rows = conn.execute(f"SELECT {COLS} FROM staging LIMIT %s", (singles,)).fetchall()
+        conn.execute(f"TRUNCATE {table}")
+        conn.commit()
+        t = time.perf_counter()
+        for row in rows:
+            conn.execute(f"INSERT INTO {table} ({COLS}) VALUES (%s,%s,%s,%s,%s,%s,%s)", row)
+            conn.commit()
+        out[f"single_{table}_s"] = time.perf_counter() - t
+    conn.execute("TRUNCATE ads")
+    conn.execute("TRUNCATE nearsync.index_tracking")
+    conn.commit()
+    out["bulk_ratio"] = out["bulk_ads_s"] / out["bulk_ads_plain_s"]
+    out["single_ratio"] = out["single_ads_s"] / out["single_ads_plain_s"]
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--latency-n", type=int, default=200)
+    ap.add_argument("--sizes", default="10000,100000")
+    ap.add_argument("--durable", action="store_true", help="fsync on (default: off, as in the tests)")
+    args = ap.parse_args()
+    sizes = [int(x) for x in args.sizes.split(",") if x]
+    with ThrowawayPostgres(fast=not args.durable) as server:
+        s = settings_from_mapping({"database": {"dsn": server.dsn}, "source": {"create_reference_table": True}}, env={})
+        upgrade(s)
+        with psycopg.connect(server.dsn) as conn:
+            make_staging(conn, max(sizes + [args.latency_n, 10_000]))
+            print(f"PostgreSQL {conn.info.server_version}, {os.cpu_count()} cores, fsync {'on' if args.durable else 'off'}")
+            ov = bench_overhead(conn, 10_000, 1000)
+            print(f"trigger overhead, one 10,000-row INSERT: {ov['bulk_ads_s'] * 1000:.0f} ms with triggers vs "
+                  f"{ov['bulk_ads_plain_s'] * 1000:.0f} ms without -> {ov['bulk_ratio']:.2f}x (target <= 2x)")
+            print(f"trigger overhead, 1,000 single-row transactions: {ov['single_ads_s']:.2f} s vs "
+                  f"{ov['single_ads_plain_s']:.2f} s -> {ov['single_ratio']:.2f}x", flush=True)
+            lat = bench_latency(conn, server.dsn, args.latency_n)
+            print(f"realtime COMMIT->indexed over {lat['n']} single-row inserts: p50 {lat['p50_ms']:.1f} ms, "
+                  f"p99 {lat['p99_ms']:.1f} ms, max {lat['max_ms']:.1f} ms (targets 25 / 100 ms)", flush=True)
+            for size in sizes:
+                for label, mode in (("realtime", ["--batch-size", "2000"]), ("batch", ["--mode", "batch", "--window", "0.2s"])):
+                    b = bench_batch(conn, server.dsn, size, mode)
+                    print(f"{size:,}-row transaction, {label} mode: {b['seconds']:.2f} s COMMIT->all indexed, "
+                          f"{b['rows_per_s']:,.0f} rows/s (target >= 10,000)", flush=True)
+
+
+if __name__ == "__main__":
+    main()
