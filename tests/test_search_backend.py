@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -91,7 +91,7 @@ def search_backend_name(backend_name: str) -> str:
 
 
 @pytest.fixture
-def search_proxy(search_url: str | None) -> AsyncIterator[TcpProxy]:
+def search_proxy(search_url: str | None) -> Iterator[TcpProxy]:
     """A fault-injecting TCP proxy to the session osmem-server."""
     if search_url is None:
         pytest.skip("no osmem-server")
