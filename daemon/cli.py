@@ -32,6 +32,7 @@ and LISTEN/NOTIFY, and flags near-duplicate records back into PostgreSQL.
 Typical use:
   nearsync migrate                 # create the nearsync schema and attach the triggers
   nearsync run                     # the indexing daemon (realtime; --mode batch --window 10s)
+  nearsync dedup                   # the dedup worker: flags duplicates back into PostgreSQL
   nearsync status                  # lag, pending changes, dead letters, indexed count
   nearsync reindex                 # one-shot full rebuild (resumable; --verify, --repair)
   nearsync demo                    # everything above on a throwaway PostgreSQL and real data
@@ -75,6 +76,17 @@ async def cmd_run(args: argparse.Namespace) -> int:
         indexer = await build_indexer(settings, backend)
         indexer.loop.install_signal_handlers()
         await indexer.loop.run()
+    return 0
+
+
+async def cmd_dedup(args: argparse.Namespace) -> int:
+    from daemon.service import build_worker, opened_backend
+
+    settings = _settings(args)
+    async with opened_backend(settings) as backend:
+        loop = await build_worker(settings, backend)
+        loop.install_signal_handlers()
+        await loop.run()
     return 0
 
 
@@ -186,6 +198,17 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--batch-size", type=int, help="rows per micro-batch ([daemon] batch_size, default 500)")
     r.add_argument("--backend", choices=["postgres", "elasticsearch", "opensearch"], help="index backend")
     r.set_defaults(func=cmd_run, is_async=True)
+
+    w = sub.add_parser("dedup", parents=[common], help="run the dedup worker (candidates, scoring, flags, clusters)",
+                       description="Take indexed records from the dedup queue, look up candidates in the index, "
+                                   "score each pair per field, and write duplicate / potential_duplicate flags and "
+                                   "clusters to PostgreSQL. Needs [dedup] enabled = true so the indexer queues "
+                                   "records. Several workers may run side by side.")
+    w.add_argument("--mode", choices=["realtime", "batch"], help="default realtime ([daemon] mode)")
+    w.add_argument("--window", help="batch window, e.g. 10s")
+    w.add_argument("--batch-size", type=int, help="records per micro-batch")
+    w.add_argument("--backend", choices=["postgres", "elasticsearch", "opensearch"], help="index backend")
+    w.set_defaults(func=cmd_dedup, is_async=True)
 
     s = sub.add_parser("status", parents=[common], help="lag, pending changes, dead letters, indexed count")
     s.add_argument("--backend", choices=["postgres", "elasticsearch", "opensearch"])

@@ -13,25 +13,19 @@ from typing import Any
 
 from daemon.backends.base import IndexDocument
 from daemon.config import Settings
-from daemon.errors import ConfigError, RecordError
+from daemon.errors import RecordError
 from daemon.signatures import SignatureParams, compute_signature
 from daemon.tables import SourceTable
-
-SCOPES = ("global", "user", "group", "category")
-
 
 def scope_kind(settings: Settings) -> str:
     """The configured candidate scope (``dedup.scope``): global, user, group or category.
 
     Raises:
-        ConfigError: ``dedup.scope`` is something else.
+        ConfigError: an invalid ``[dedup]`` table (the key is named).
     """
-    kind = settings.dedup.get("scope", "global")
-    if kind not in SCOPES:
-        raise ConfigError("dedup.scope", f"must be one of {', '.join(SCOPES)}, got {kind!r}")
-    if kind != "global" and kind not in settings.source.fields:
-        raise ConfigError("dedup.scope", f"scope {kind!r} needs source.fields.{kind} to name a column")
-    return kind
+    from daemon.dedup_config import dedup_options
+
+    return dedup_options(settings).scoring.scope
 
 
 def scope_of(fields: Mapping[str, Any], kind: str) -> dict[str, str]:

@@ -19,7 +19,7 @@ from sqlalchemy import create_engine, pool
 
 from daemon.config import Settings
 from daemon.queries import query
-from daemon.tables import attach_source
+from daemon.tables import attach_source, create_flag_view
 
 
 def migrations_dir() -> Path:
@@ -91,4 +91,5 @@ def sync_triggers(settings: Settings) -> bool:
         if rows.get(src.qualified) == (src.id_column, list(src.tracked_columns)):
             return False
         attach_source(conn, src)
+        create_flag_view(conn, src)
         return True

@@ -16,6 +16,7 @@ from psycopg.rows import dict_row
 from daemon.backends.base import IndexBackend
 from daemon.backends.factory import create_backend
 from daemon.config import Settings
+from daemon.dedup_config import dedup_options
 from daemon.documents import DocumentBuilder
 from daemon.indexer import IndexHandler
 from daemon.loop import QueueLoop
@@ -26,7 +27,7 @@ from daemon.tracking import DEDUP_QUEUE, INDEX_QUEUE
 
 def dedup_enabled(settings: Settings) -> bool:
     """Whether indexed records are queued for the dedup worker (``dedup.enabled``, default false)."""
-    return bool(settings.dedup.get("enabled", False))
+    return dedup_options(settings).enabled
 
 
 async def open_source(settings: Settings) -> SourceTable:
@@ -96,3 +97,19 @@ async def status(settings: Settings) -> dict[str, Any]:
         indexed = await backend.count(table.name)
     return {"table": table.name, "rows": rows, "indexed": indexed, "backend": settings.index.backend,
             "queues": queues}
+
+
+async def build_worker(settings: Settings, backend: IndexBackend) -> QueueLoop:
+    """Validate everything (fail fast) and build the dedup worker loop over an opened backend.
+
+    Raises:
+        ConfigError, SchemaError, psycopg.OperationalError.
+    """
+    from daemon.dedup import DedupHandler
+
+    table = await open_source(settings)
+    options = dedup_options(settings)
+    DocumentBuilder.from_settings(settings, table)  # same validation as the indexer
+    handler = DedupHandler(table.name, backend, options)
+    return QueueLoop(settings.require_dsn(), DEDUP_QUEUE, handler, settings.daemon, name="nearsync.dedup")
+

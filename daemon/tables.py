@@ -165,3 +165,9 @@ def attach_source(conn: psycopg.Connection[Any], settings: SourceSettings) -> No
     qualified = sql.Identifier(settings.schema, settings.table).as_string(conn)
     conn.execute(query("attach_table"), {"table": qualified, "id_column": settings.id_column,
                                           "columns": list(settings.tracked_columns)})
+
+
+def create_flag_view(conn: psycopg.Connection[Any], settings: SourceSettings) -> None:
+    """(Re)create ``nearsync.flagged_records``: flags joined to the source rows. Idempotent."""
+    qualified = sql.Identifier(settings.schema, settings.table).as_string(conn)
+    conn.execute(query("create_flag_view"), {"table": qualified, "id_column": settings.id_column})

@@ -202,3 +202,6 @@ SELECT EXISTS (
     SELECT 1 FROM nearsync.index_tracking
     WHERE queue = %(queue)s AND (not_before IS NULL OR not_before <= clock_timestamp())
 ) AS due;
+
+-- name: create_flag_view
+SELECT nearsync.create_flag_view(%(table)s::regclass, %(id_column)s);

@@ -190,3 +190,36 @@ def kill9(proc: subprocess.Popen[bytes]) -> None:
 def daemon_settings() -> DaemonSettings:
     """Default daemon settings (for unit tests of config)."""
     return DaemonSettings()
+
+
+def with_dedup(s: Settings, **dedup: Any) -> Settings:
+    """``s`` with ``[dedup]`` enabled and the given dedup keys set."""
+    return replace(s, dedup={**s.dedup, "enabled": True, **dedup})
+
+
+@contextlib.asynccontextmanager
+async def running_worker(s: Settings) -> AsyncIterator[Any]:
+    """Run the real dedup worker in this event loop until the block exits."""
+    from daemon.service import build_worker
+
+    async with opened_backend(s) as backend:
+        loop = await build_worker(s, backend)
+        task = asyncio.create_task(loop.run())
+        try:
+            await asyncio.wait_for(loop.ready.wait(), 30)
+            yield loop
+        finally:
+            loop.stop()
+            await asyncio.wait_for(task, 60)
+
+
+async def flags(dsn: str) -> dict[str, tuple[str, str]]:
+    """``{record_id: (flag, original_id)}`` of every duplicate flag."""
+    async with await psycopg.AsyncConnection.connect(dsn) as c:
+        cur = await c.execute("SELECT record_id, flag, original_id FROM nearsync.duplicate_flags")
+        return {r[0]: (r[1], r[2]) for r in await cur.fetchall()}
+
+
+async def queues_empty(dsn: str) -> bool:
+    """Both queues drained."""
+    return await pending(dsn, "index") == 0 and await pending(dsn, "dedup") == 0

@@ -1,0 +1,204 @@
+"""The dedup worker: claimed records → candidates from the index → pair scores → links, clusters, flags.
+
+For each record taken from the ``dedup`` queue (the indexing daemon puts every indexed or deleted
+record there, in its acknowledging transaction):
+
+1. its document is fetched from the index (gone: treated as a delete);
+2. candidates come from the index through the backend protocol only — records sharing at least
+   ``dedup.min_match`` LSH band keys, simhash block keys or super tokens within the same scope —
+   capped at ``dedup.candidate_cap`` (a hit cap is logged);
+3. each pair is scored by :func:`daemon.scoring.score_pair` in canonical order (lower id first, so
+   the score does not depend on which side was processed);
+4. in one transaction under a per-table advisory lock, the record's links (pairs scoring at least
+   ``potential_threshold``) are replaced, and the connected component(s) around it — old and new —
+   are re-clustered (:func:`daemon.clusters.build_clusters`: union-find, Leiden split of large or
+   sparse components). Every non-original member gets a flag pointing at its cluster's original
+   (earliest ``created_at``, then id); members no longer linked lose theirs.
+
+Links depend only on the two records, so the final links, clusters and flags do not depend on the
+order in which records are processed, nor on how many workers run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from daemon.backends.base import IndexBackend, IndexDocument
+from daemon.clusters import build_clusters
+from daemon.dedup_config import DedupOptions
+from daemon.logs import get_logger
+from daemon.loop import BatchResult
+from daemon.queries import query
+from daemon.scoring import PairScore, decide, score_pair
+from daemon.tracking import Claimed
+
+log = get_logger("nearsync.dedup")
+
+
+def order_key(record_id: str, doc: IndexDocument | None) -> tuple[str, int, str]:
+    """Creation order of a record: ``created_at`` (ISO text), then numeric id, then id text."""
+    created = str((doc.fields.get("created_at") if doc else None) or "")
+    try:
+        num = int(record_id)
+    except ValueError:
+        num = 0
+    return (created, num, record_id)
+
+
+def canonical(a: str, b: str) -> tuple[str, str]:
+    """The pair in the stored order (numeric ids by value, else text order)."""
+    try:
+        return (a, b) if int(a) < int(b) else (b, a)
+    except ValueError:
+        return (a, b) if a < b else (b, a)
+
+
+@dataclass
+class Link:
+    """A scored pair at or above the potential threshold (``a`` before ``b`` canonically)."""
+
+    a: str
+    b: str
+    score: float
+    reasons: dict[str, Any]
+    summary: str
+
+
+def mutual_best_per_source(links: Sequence[Link], source_of: dict[str, Any]) -> list[Link]:
+    """Keep a link only if each side is the other's best-scoring link into its source.
+
+    The one-to-one assumption of clean-clean entity resolution (each feed lists an item once);
+    ties keep every tied link. Records with no ``source`` value are left alone.
+    """
+    best: dict[tuple[str, Any], float] = {}
+    for link in links:
+        for x, y in ((link.a, link.b), (link.b, link.a)):
+            k = (x, source_of.get(y))
+            best[k] = max(best.get(k, -1.0), link.score)
+    out = []
+    for link in links:
+        sa, sb = source_of.get(link.a), source_of.get(link.b)
+        if sa is None or sb is None:
+            out.append(link)
+        elif best[(link.a, sb)] <= link.score and best[(link.b, sa)] <= link.score:
+            out.append(link)
+    return out
+
+
+@dataclass
+class DedupHandler:
+    """:class:`daemon.loop.BatchHandler` for the ``dedup`` queue.
+
+    Args:
+        table: the tracked table name (``schema.table``). backend: an opened index backend.
+        options: validated ``[dedup]`` settings.
+    """
+
+    table: str
+    backend: IndexBackend
+    options: DedupOptions
+
+    async def score_record(self, rid: str, doc: IndexDocument) -> list[Link]:
+        """Candidates of one record from the index, scored; returns links ≥ the potential threshold."""
+        cfg = self.options.scoring
+        cands = await self.backend.candidates(self.table, doc.keys, doc.scope, min_match=self.options.min_match,
+                                              limit=cfg.candidate_cap + 1, exclude_id=rid)
+        if len(cands) > cfg.candidate_cap:
+            log.warning("candidate cap hit", record_id=rid, cap=cfg.candidate_cap)
+            cands = cands[: cfg.candidate_cap]
+        links = []
+        for cand in cands:
+            a, b = canonical(rid, cand.record_id)
+            da, db = (doc, cand.document) if a == rid else (cand.document, doc)
+            ps: PairScore = score_pair(da.fields, da.signature, db.fields, db.signature, cfg)
+            if decide(ps.score, cfg) is not None:
+                links.append(Link(a, b, ps.score, ps.reasons, ps.summary()))
+        return links
+
+    async def process(self, conn: psycopg.AsyncConnection[Any], batch: Sequence[Claimed]) -> BatchResult:
+        """Score the batch, then rewrite links, clusters and flags around it in one transaction."""
+        result = BatchResult(counts={"scored": 0, "links": 0, "flags": 0})
+        mine = [c for c in batch if c.table == self.table]
+        result.failed += [(c, f"table {c.table} is not {self.table}") for c in batch if c.table != self.table]
+        docs = await self.backend.get(self.table, [c.record_id for c in mine if c.op == "U"])
+        new_links: list[Link] = []
+        for c in mine:
+            doc = docs.get(c.record_id)
+            if doc is not None:
+                new_links += await self.score_record(c.record_id, doc)
+                result.counts["scored"] += 1
+        new_links = list({(x.a, x.b): x for x in new_links}.values())  # both ends may be in the batch
+        result.counts["links"] = len(new_links)
+        ids = sorted({c.record_id for c in mine})
+        async with conn.transaction():
+            await conn.execute(query("dedup_lock"), {"table": self.table})
+            cur = await conn.execute(query("delete_links_of"), {"table": self.table, "ids": ids})
+            seeds = set(ids) | {x for row in await cur.fetchall() for x in row}
+            cur = await conn.execute(query("cluster_mates"), {"table": self.table, "ids": sorted(seeds)})
+            seeds |= {r[0] for r in await cur.fetchall()}
+            if new_links:
+                await conn.execute(query("insert_links"), {
+                    "table": self.table, "a": [x.a for x in new_links], "b": [x.b for x in new_links],
+                    "score": [x.score for x in new_links], "reasons": [json.dumps(x.reasons) for x in new_links],
+                    "summary": [x.summary for x in new_links]})
+                seeds |= {x.a for x in new_links} | {x.b for x in new_links}
+            result.counts["flags"] = await self._recluster(conn, sorted(seeds))
+        result.done = list(mine)
+        return result
+
+    async def _recluster(self, conn: psycopg.AsyncConnection[Any], seeds: list[str]) -> int:
+        """Recompute clusters and flags of the components around ``seeds``; returns flags written."""
+        cfg = self.options.scoring
+        cur = await conn.execute(query("component"), {"table": self.table, "ids": seeds,
+                                                      "max_nodes": self.options.max_component})
+        comp = sorted({r[0] for r in await cur.fetchall()} | set(seeds))
+        if len(comp) >= self.options.max_component:
+            log.warning("component truncated", size=len(comp), max_component=self.options.max_component)
+        cur = await conn.execute(query("links_among"), {"table": self.table, "ids": comp})
+        links = [Link(r[0], r[1], float(r[2]), r[3], r[4]) for r in await cur.fetchall()]
+        docs = await self.backend.get(self.table, comp) if links else {}
+        if self.options.best_match_per_source:
+            links = mutual_best_per_source(links, {rid: d.fields.get("source") for rid, d in docs.items()})
+        clusters = build_clusters([(x.a, x.b, x.score) for x in links], lambda r: order_key(r, docs.get(r)),
+                                  max_size=cfg.cluster.max_size, min_density=cfg.cluster.min_density,
+                                  resolution=cfg.cluster.resolution, seed=cfg.cluster.seed)
+        by_pair = {(x.a, x.b): x for x in links}
+        adjacent: dict[str, list[Link]] = defaultdict(list)
+        for x in links:
+            adjacent[x.a].append(x)
+            adjacent[x.b].append(x)
+        members: list[tuple[str, str, str]] = []
+        flags: list[tuple[str, str, str, str, Link]] = []
+        for cl in clusters:
+            inside = set(cl.members)
+            for m in cl.members:
+                members.append((m, cl.id, cl.original))
+                if m == cl.original:
+                    continue
+                link = by_pair.get(canonical(m, cl.original))
+                if link is None:  # linked to the original through others: its strongest link inside
+                    link = max((x for x in adjacent[m] if x.a in inside and x.b in inside), key=lambda x: x.score)
+                flag = decide(link.score, cfg)
+                if flag is not None:
+                    flags.append((m, flag, cl.original, cl.id, link))
+        await conn.execute(query("clear_clusters"), {"table": self.table, "ids": comp})
+        if members:
+            await conn.execute(query("insert_clusters"), {
+                "table": self.table, "record_ids": [m[0] for m in members],
+                "cluster_ids": [m[1] for m in members], "original_ids": [m[2] for m in members]})
+        await conn.execute(query("clear_flags_except"), {"table": self.table, "ids": comp,
+                                                         "keep": [f[0] for f in flags]})
+        if flags:
+            await conn.execute(query("upsert_flags"), {
+                "table": self.table, "record_ids": [f[0] for f in flags], "flags": [f[1] for f in flags],
+                "original_ids": [f[2] for f in flags], "cluster_ids": [f[3] for f in flags],
+                "scores": [f[4].score for f in flags], "reasons": [json.dumps(f[4].reasons) for f in flags],
+                "summaries": [f[4].summary for f in flags],
+                "sig_versions": [int((docs.get(f[0]).signature if docs.get(f[0]) else {}).get("v", 0)) for f in flags]})
+        return len(flags)

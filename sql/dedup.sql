@@ -1,0 +1,77 @@
+-- The dedup worker's named queries (daemon.dedup).
+
+-- name: dedup_lock
+-- Serialise link/cluster/flag rewrites per table (scoring itself runs in parallel).
+SELECT pg_advisory_xact_lock(28276, hashtext(%(table)s));
+
+-- name: delete_links_of
+DELETE FROM nearsync.dedup_links
+WHERE table_name = %(table)s AND (a = ANY(%(ids)b::text[]) OR b = ANY(%(ids)b::text[]))
+RETURNING a, b;
+
+-- name: insert_links
+INSERT INTO nearsync.dedup_links AS l (table_name, a, b, score, reasons, summary)
+SELECT %(table)s, x.a, x.b, x.score, x.reasons, x.summary
+FROM unnest(%(a)b::text[], %(b)b::text[], %(score)b::real[], %(reasons)b::jsonb[], %(summary)b::text[])
+     AS x(a, b, score, reasons, summary)
+ON CONFLICT (table_name, a, b) DO UPDATE SET
+    score = excluded.score, reasons = excluded.reasons, summary = excluded.summary, scored_at = now();
+
+-- name: cluster_mates
+-- Every member of the clusters the given records belong to.
+SELECT c2.record_id FROM nearsync.clusters c1
+JOIN nearsync.clusters c2 ON c2.table_name = c1.table_name AND c2.cluster_id = c1.cluster_id
+WHERE c1.table_name = %(table)s AND c1.record_id = ANY(%(ids)b::text[]);
+
+-- name: component
+-- The connected component(s) of the given records over the links, at most %(max_nodes)s records.
+WITH RECURSIVE comp(id) AS (
+    SELECT unnest(%(ids)b::text[])
+    UNION
+    SELECT CASE WHEN l.a = comp.id THEN l.b ELSE l.a END
+    FROM comp JOIN nearsync.dedup_links l
+      ON l.table_name = %(table)s AND (l.a = comp.id OR l.b = comp.id)
+)
+SELECT id FROM comp LIMIT %(max_nodes)s;
+
+-- name: links_among
+SELECT a, b, score, reasons, summary FROM nearsync.dedup_links
+WHERE table_name = %(table)s AND a = ANY(%(ids)b::text[]) AND b = ANY(%(ids)b::text[]);
+
+-- name: clear_clusters
+DELETE FROM nearsync.clusters WHERE table_name = %(table)s AND record_id = ANY(%(ids)b::text[]);
+
+-- name: insert_clusters
+INSERT INTO nearsync.clusters (table_name, record_id, cluster_id, original_id)
+SELECT %(table)s, x.record_id, x.cluster_id, x.original_id
+FROM unnest(%(record_ids)b::text[], %(cluster_ids)b::text[], %(original_ids)b::text[]) AS x(record_id, cluster_id, original_id);
+
+-- name: clear_flags_except
+-- Remove flags of the given records that are not flagged any more.
+DELETE FROM nearsync.duplicate_flags
+WHERE table_name = %(table)s AND record_id = ANY(%(ids)b::text[]) AND NOT (record_id = ANY(%(keep)b::text[]));
+
+-- name: upsert_flags
+-- Idempotent: a flag whose kind and original are unchanged keeps its flagged_at.
+INSERT INTO nearsync.duplicate_flags AS f (table_name, record_id, flag, original_id, cluster_id, score, reasons,
+                                           summary, signature_version)
+SELECT %(table)s, x.record_id, x.flag, x.original_id, x.cluster_id, x.score, x.reasons, x.summary, x.sig_version
+FROM unnest(%(record_ids)b::text[], %(flags)b::text[], %(original_ids)b::text[], %(cluster_ids)b::text[],
+            %(scores)b::real[], %(reasons)b::jsonb[], %(summaries)b::text[], %(sig_versions)b::integer[])
+     AS x(record_id, flag, original_id, cluster_id, score, reasons, summary, sig_version)
+ON CONFLICT (table_name, record_id) DO UPDATE SET
+    flag = excluded.flag, original_id = excluded.original_id, cluster_id = excluded.cluster_id,
+    score = excluded.score, reasons = excluded.reasons, summary = excluded.summary,
+    signature_version = excluded.signature_version,
+    flagged_at = CASE WHEN (f.flag, f.original_id) IS DISTINCT FROM (excluded.flag, excluded.original_id)
+                      THEN now() ELSE f.flagged_at END;
+
+-- name: flags_of_table
+SELECT record_id, flag, original_id, cluster_id, score, summary, reasons FROM nearsync.duplicate_flags
+WHERE table_name = %(table)s ORDER BY record_id;
+
+-- name: links_of_table
+SELECT a, b, score, summary, reasons FROM nearsync.dedup_links WHERE table_name = %(table)s;
+
+-- name: clusters_of_table
+SELECT record_id, cluster_id, original_id FROM nearsync.clusters WHERE table_name = %(table)s;
