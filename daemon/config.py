@@ -27,7 +27,7 @@ from typing import Any
 
 from daemon.errors import ConfigError
 
-REFERENCE_COLUMNS = ("user_id", "category", "title", "body", "price", "lat", "lon", "status")
+REFERENCE_COLUMNS = ("user_id", "category", "title", "body", "price", "lat", "lon", "status", "source")
 REFERENCE_FIELDS = {
     "user": "user_id",
     "category": "category",
@@ -37,6 +37,7 @@ REFERENCE_FIELDS = {
     "lat": "lat",
     "lon": "lon",
     "created_at": "created_at",
+    "source": "source",
 }
 FIELD_ROLES = ("title", "body", "price", "lat", "lon", "user", "category", "group", "created_at", "source")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,62}$")

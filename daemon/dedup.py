@@ -103,6 +103,7 @@ class DedupHandler:
     table: str
     backend: IndexBackend
     options: DedupOptions
+    pairs_scored: int = 0
 
     async def score_record(self, rid: str, doc: IndexDocument) -> list[Link]:
         """Candidates of one record from the index, scored; returns links ≥ the potential threshold."""
@@ -112,8 +113,13 @@ class DedupHandler:
         if len(cands) > cfg.candidate_cap:
             log.warning("candidate cap hit", record_id=rid, cap=cfg.candidate_cap)
             cands = cands[: cfg.candidate_cap]
+        self.pairs_scored += len(cands)
         links = []
+        own_source = doc.fields.get("source")
         for cand in cands:
+            if self.options.cross_source_only and own_source is not None \
+                    and cand.document.fields.get("source") == own_source:
+                continue
             a, b = canonical(rid, cand.record_id)
             da, db = (doc, cand.document) if a == rid else (cand.document, doc)
             ps: PairScore = score_pair(da.fields, da.signature, db.fields, db.signature, cfg)
@@ -124,6 +130,7 @@ class DedupHandler:
     async def process(self, conn: psycopg.AsyncConnection[Any], batch: Sequence[Claimed]) -> BatchResult:
         """Score the batch, then rewrite links, clusters and flags around it in one transaction."""
         result = BatchResult(counts={"scored": 0, "links": 0, "flags": 0})
+        before = self.pairs_scored
         mine = [c for c in batch if c.table == self.table]
         result.failed += [(c, f"table {c.table} is not {self.table}") for c in batch if c.table != self.table]
         docs = await self.backend.get(self.table, [c.record_id for c in mine if c.op == "U"])
@@ -133,8 +140,10 @@ class DedupHandler:
             if doc is not None:
                 new_links += await self.score_record(c.record_id, doc)
                 result.counts["scored"] += 1
+        new_links += await self._rescore_previous(conn, docs, new_links)
         new_links = list({(x.a, x.b): x for x in new_links}.values())  # both ends may be in the batch
         result.counts["links"] = len(new_links)
+        result.counts["pairs"] = self.pairs_scored - before
         ids = sorted({c.record_id for c in mine})
         async with conn.transaction():
             await conn.execute(query("dedup_lock"), {"table": self.table})
@@ -151,6 +160,35 @@ class DedupHandler:
             result.counts["flags"] = await self._recluster(conn, sorted(seeds))
         result.done = list(mine)
         return result
+
+    async def _rescore_previous(self, conn: psycopg.AsyncConnection[Any], docs: dict[str, IndexDocument],
+                                new_links: list[Link]) -> list[Link]:
+        """Re-score existing links of the batch's live records that the candidate lookup did not return.
+
+        A link is a property of the pair: the other end may have created it while this record's own
+        (capped) candidate list does not reach it. Re-scoring keeps such links if they still hold,
+        so the result does not depend on processing order or caps; links of deleted records go.
+        """
+        if not docs:
+            return []
+        seen = {(x.a, x.b) for x in new_links}
+        cur = await conn.execute(query("links_of"), {"table": self.table, "ids": sorted(docs)})
+        todo = [(a, b) for a, b in await cur.fetchall() if (a, b) not in seen]
+        if not todo:
+            return []
+        others = await self.backend.get(self.table, sorted({x for p in todo for x in p} - set(docs)))
+        both = docs | others
+        cfg = self.options.scoring
+        out = []
+        for a, b in todo:
+            da, db = both.get(a), both.get(b)
+            if da is None or db is None:
+                continue
+            ps = score_pair(da.fields, da.signature, db.fields, db.signature, cfg)
+            self.pairs_scored += 1
+            if decide(ps.score, cfg) is not None:
+                out.append(Link(a, b, ps.score, ps.reasons, ps.summary()))
+        return out
 
     async def _recluster(self, conn: psycopg.AsyncConnection[Any], seeds: list[str]) -> int:
         """Recompute clusters and flags of the components around ``seeds``; returns flags written."""

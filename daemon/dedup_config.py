@@ -4,6 +4,8 @@ Worker keys (this module): ``enabled`` (the indexer queues indexed records for t
 default false), ``min_match`` (keys a candidate must share, default 1), ``best_match_per_source``
 (keep a link only if each side is the other's best match in its source: the one-to-one assumption
 of clean-clean entity resolution, for feeds that list each item once; default false),
+``cross_source_only`` (never link two records of the same ``source``: each feed is free of
+duplicates; default false),
 ``max_component`` (records re-clustered at most per change, default 2000). Every other key is the
 scoring configuration (:class:`daemon.scoring.ScoringConfig`: thresholds, fields, scope, clusters).
 """
@@ -17,7 +19,7 @@ from daemon.config import Settings
 from daemon.errors import ConfigError
 from daemon.scoring import ScoringConfig
 
-WORKER_KEYS = {"enabled", "min_match", "best_match_per_source", "max_component"}
+WORKER_KEYS = {"enabled", "min_match", "best_match_per_source", "cross_source_only", "max_component"}
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,7 @@ class DedupOptions:
     enabled: bool
     min_match: int
     best_match_per_source: bool
+    cross_source_only: bool
     max_component: int
     scoring: ScoringConfig
 
@@ -35,7 +38,7 @@ def dedup_options(settings: Settings) -> DedupOptions:
     """Validate ``[dedup]``. Raises ConfigError naming the key (e.g. ``dedup.min_match``)."""
     raw: dict[str, Any] = dict(settings.dedup)
     worker = {k: raw.pop(k) for k in list(raw) if k in WORKER_KEYS}
-    for key in ("enabled", "best_match_per_source"):
+    for key in ("enabled", "best_match_per_source", "cross_source_only"):
         if key in worker and not isinstance(worker[key], bool):
             raise ConfigError(f"dedup.{key}", f"must be true or false, got {worker[key]!r}")
     for key, default in (("min_match", 1), ("max_component", 2000)):
@@ -48,4 +51,5 @@ def dedup_options(settings: Settings) -> DedupOptions:
         raise ConfigError("dedup.scope", f"scope {scoring.scope!r} needs source.fields.{scoring.scope} to name a column")
     return DedupOptions(enabled=worker.get("enabled", False), min_match=worker["min_match"],
                         best_match_per_source=worker.get("best_match_per_source", False),
+                        cross_source_only=worker.get("cross_source_only", False),
                         max_component=worker["max_component"], scoring=scoring)

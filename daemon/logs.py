@@ -11,6 +11,11 @@ import sys
 import structlog
 
 
+def _stderr_logger(*_args: object) -> structlog.PrintLogger:
+    """A PrintLogger on the *current* ``sys.stderr`` (it may be swapped, e.g. by test capture)."""
+    return structlog.PrintLogger(file=sys.stderr)
+
+
 def configure_logging(level: str = "info", *, json: bool | None = None) -> None:
     """Configure structlog once for the process.
 
@@ -29,7 +34,7 @@ def configure_logging(level: str = "info", *, json: bool | None = None) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level.upper()]),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=_stderr_logger,
         cache_logger_on_first_use=False,
     )
 

@@ -275,6 +275,8 @@ class QueueLoop:
         self.totals["acked"] += len(result.done)
         self.totals["failed"] += len(result.failed)
         self.totals["dead"] += len(dead)
+        for k, v in result.counts.items():
+            self.totals[k] = self.totals.get(k, 0) + v
         self.log.info(
             "batch", queue=queue.name, claimed=len(batch), acked=len(result.done), failed=len(result.failed),
             dead_lettered=len(dead), **result.counts,

@@ -75,3 +75,7 @@ SELECT a, b, score, summary, reasons FROM nearsync.dedup_links WHERE table_name 
 
 -- name: clusters_of_table
 SELECT record_id, cluster_id, original_id FROM nearsync.clusters WHERE table_name = %(table)s;
+
+-- name: links_of
+SELECT a, b FROM nearsync.dedup_links
+WHERE table_name = %(table)s AND (a = ANY(%(ids)b::text[]) OR b = ANY(%(ids)b::text[]));

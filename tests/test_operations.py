@@ -168,7 +168,7 @@ def test_cli_fails_fast_with_clear_errors(fresh_db: str, pg_server: object, caps
     s = make_settings(fresh_db)
     upgrade(s)
     with psycopg.connect(fresh_db, autocommit=True) as c:
-        c.execute("DROP TABLE ads")
+        c.execute("DROP TABLE ads CASCADE")  # the moderators' view depends on it
     assert main(["status", "--dsn", fresh_db]) == 3
     assert "public.ads does not exist" in capsys.readouterr().err
 

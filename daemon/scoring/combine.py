@@ -96,7 +96,7 @@ def field_similarity(
         b = b_sig[name] if isinstance(b_sig.get(name), list) else b_fields.get(name)
         return m.exact_similarity(
             a, b, partial=p["partial"], partial_min_len=p["partial_min_len"], negative=p["negative"],
-            ignore_quantities=p["ignore_quantities"],
+            ignore_quantities=p["ignore_quantities"], common_prefix=p["common_prefix"],
         )
     if spec.metric == "price":
         return m.price_similarity(a_fields.get(name), b_fields.get(name), p["tolerance"])

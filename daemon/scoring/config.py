@@ -46,7 +46,8 @@ METRIC_PARAMS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
         # characters (e.g. "FS105" / "FS105NA"), 0 disables; negative: disjoint -> 0 (else None).
         # ignore_quantities: drop "1080p", "120hz"-like values (see metrics.is_quantity).
         "exact": MappingProxyType(
-            {"partial": 0.0, "partial_min_len": 4, "negative": True, "ignore_quantities": False}
+            {"partial": 0.0, "partial_min_len": 4, "negative": True, "ignore_quantities": False,
+             "common_prefix": True}
         ),
         # Relative price difference |a-b| / max(a, b): 1 when equal, 0 at `tolerance` and beyond.
         "price": MappingProxyType({"tolerance": 0.3}),

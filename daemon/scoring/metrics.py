@@ -149,6 +149,7 @@ def is_quantity(value: str) -> bool:
 
 def exact_similarity(
     a: Any, b: Any, *, partial: float = 0.0, partial_min_len: int = 4, negative: bool = True,
+    common_prefix: bool = True,
     ignore_quantities: bool = False,
 ) -> float | None:
     """Set overlap of normalised identifiers (model numbers, phones, e-mails, categories).
@@ -165,6 +166,8 @@ def exact_similarity(
             (``"MMV4205BT"`` / ``"MMV4205BAQ"`` -> 0.9 * 8/10: colour or region variants, while
             ``"KDL40V4100"`` / ``"KDL40W5100"`` stay disjoint); the best pair counts; 0 disables.
         partial_min_len: see ``partial``.
+        common_prefix: also give credit for a shared prefix (not only when one value is a prefix of
+            the other); False treats colour/variant codes (``WMS3B`` / ``WMS3S``) as different.
         ignore_quantities: drop values that are quantities with units (:func:`is_quantity`:
             ``"1080p"``, ``"120hz"``) before comparing -- for model numbers.
         negative: when True, both sides non-empty and disjoint give 0.0 -- a strong negative
@@ -192,7 +195,7 @@ def exact_similarity(
                     continue
                 if lcp == min(len(x), len(y)):
                     best = max(best, partial)
-                elif lcp / max(len(x), len(y)) >= PARTIAL_MIN_RATIO:
+                elif common_prefix and lcp / max(len(x), len(y)) >= PARTIAL_MIN_RATIO:
                     best = max(best, partial * lcp / max(len(x), len(y)))
     if best > 0.0:
         return best

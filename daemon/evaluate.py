@@ -1,0 +1,295 @@
+"""``nearsync evaluate``: precision/recall/F1 of the real pipeline on any labelled data set.
+
+The records are loaded into a throwaway PostgreSQL as ads (in file order, so the first listed is
+the earliest), the real indexing daemon and dedup worker run over them (no shortcut), and the
+flags and clusters they write are compared with the true pairs:
+
+* pair precision/recall/F1 for ``duplicate`` alone and for ``duplicate ∪ potential_duplicate``:
+  predicted pairs are the pairs inside each cluster (for ``duplicate`` alone, among the original
+  and its ``duplicate``-flagged members); true pairs are the transitive closure of the given pairs;
+* cluster metrics: B-cubed precision/recall/F1 (Bagga & Baldwin 1998) and the adjusted Rand index
+  (Hubert & Arabie 1985), every record not in a cluster counting as a singleton;
+* with a source column, the same pair figures over cross-source pairs only (clean-clean ER);
+* three baselines on the same records: datasketch MinHash LSH over word 3-shingles (threshold
+  tuned on the same labels: an upper bound for it), simhash Hamming ≤ 3, and a Levenshtein ratio
+  ≥ 0.8 on the title (a marketplace's stored procedure); their pairs against the same truth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import itertools
+import json
+import time
+from collections import Counter, defaultdict
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from daemon.config import Settings, settings_from_mapping
+from daemon.errors import ConfigError
+from daemon.datasets import Dataset, Record, read_pairs_csv, read_records_csv
+from daemon.loader import copy_ads, key_to_id
+from daemon.metrics_eval import adjusted_rand_index, bcubed, pair_prf, transitive_closure
+from daemon.migrate import upgrade
+from daemon.pgserver import ThrowawayPostgres
+from daemon.queries import query
+from daemon.service import build_indexer, build_worker, opened_backend
+
+#: The dedup/signature profile for product listings used by the demo and by default here: model
+#: numbers are candidate keys of their own (products have no location), one-to-one matching
+#: across sources, global scope.
+PRODUCT_PROFILE: dict[str, Any] = {
+    "signatures": {"super": {"rules": [["model"], ["title"]], "title_tokens": 4}},
+    "dedup": {"enabled": True, "scope": "global", "candidate_cap": 50,
+              "fields": {"models": {"metric": "exact", "weight": 4.0, "partial": 0.9, "ignore_quantities": True,
+                                    "common_prefix": False}}},
+}
+
+
+def load_labelled(records: list[str], pairs: str, *, mapping: dict[str, str], id_column: str, encoding: str,
+                  source_column: str | None) -> Dataset:
+    """Read one or more records CSVs and a true-pairs CSV into a :class:`Dataset`.
+
+    ``source_column`` ``"@file"`` takes each file's stem as the source (e.g. Abt / Buy).
+
+    Raises:
+        ConfigError: a named column is missing (key ``--id`` / ``--map`` / ``--source-column``).
+    """
+    recs: list[Record] = []
+    for path in records:
+        m = dict(mapping)
+        extra: dict[str, Any] = {}
+        if source_column == "@file":
+            extra["source"] = Path(path).stem
+        elif source_column:
+            m["source"] = source_column
+        recs += read_records_csv(Path(path), mapping=m, id_column=id_column, encoding=encoding, extra=extra)
+    keys = [r.key for r in recs]
+    if len(set(keys)) != len(keys):
+        dup = next(k for k, n in Counter(keys).items() if n > 1)
+        raise ConfigError("--id", f"id {dup!r} occurs more than once across the records files")
+    present = set(keys)
+    truth = {p for p in read_pairs_csv(Path(pairs), encoding=encoding) if p[0] in present and p[1] in present}
+    return Dataset(Path(records[0]).stem, recs, truth)
+
+
+def _pairs_of_groups(groups: list[list[str]]) -> set[tuple[str, str]]:
+    out = set()
+    for g in groups:
+        for a, b in itertools.combinations(sorted(g), 2):
+            out.add((a, b))
+    return out
+
+
+def _cross(pairs: set[tuple[str, str]], source: dict[str, Any]) -> set[tuple[str, str]]:
+    return {p for p in pairs if source.get(p[0]) != source.get(p[1])}
+
+
+def _prf(pred: set[tuple[str, str]], true: set[tuple[str, str]]) -> dict[str, Any]:
+    m = pair_prf(pred, true)
+    return {"precision": round(m.precision, 4), "recall": round(m.recall, 4), "f1": round(m.f1, 4),
+            "predicted_pairs": len(pred), "true_pairs": len(true)}
+
+
+async def _run_pipeline(settings: Settings, ds: Dataset, *, progress: bool) -> dict[str, Any]:
+    """Load, index, dedup; returns raw results keyed by record key."""
+    t0 = time.perf_counter()
+    async with opened_backend(settings) as backend:
+        indexer = await build_indexer(settings, backend)
+        worker = await build_worker(settings, backend)
+        tasks = [asyncio.create_task(indexer.loop.run()), asyncio.create_task(worker.run())]
+        await indexer.loop.ready.wait()
+        await worker.ready.wait()
+        try:
+            async with await psycopg.AsyncConnection.connect(settings.require_dsn(), autocommit=True) as conn:
+                await copy_ads(conn, ((r.key, r.fields) for r in ds.records))
+                while True:
+                    await asyncio.sleep(0.2)
+                    cur = await conn.execute(query("queue_status"))
+                    pend = {r[0]: r[1] for r in await cur.fetchall()}
+                    if progress:
+                        print(f"\r  indexing {pend.get('index', 0):>6} / dedup {pend.get('dedup', 0):>6} pending",
+                              end="", flush=True)
+                    if not pend.get("index") and not pend.get("dedup") and worker.totals["claimed"] >= len(ds.records):
+                        break
+                if progress:
+                    print("\r" + " " * 60 + "\r", end="", flush=True)
+                wall = time.perf_counter() - t0
+                id_of = await key_to_id(conn)
+                key_of = {v: k for k, v in id_of.items()}
+                cur = await conn.execute(query("flags_of_table"), {"table": "public.ads"})
+                flags = {key_of[r[0]]: {"flag": r[1], "original": key_of.get(r[2]), "cluster": r[3], "score": r[4],
+                                        "summary": r[5], "reasons": r[6]} for r in await cur.fetchall()}
+                cur = await conn.execute(query("clusters_of_table"), {"table": "public.ads"})
+                clusters: dict[str, list[str]] = defaultdict(list)
+                for rid, cid, _orig in await cur.fetchall():
+                    clusters[cid].append(key_of[rid])
+                cur = await conn.execute(query("links_of_table"), {"table": "public.ads"})
+                links = [(key_of[a], key_of[b], s, summ, reasons) for a, b, s, summ, reasons in await cur.fetchall()]
+        finally:
+            indexer.loop.stop()
+            worker.stop()
+            await asyncio.gather(*tasks, return_exceptions=True)
+    return {"wall_s": wall, "flags": flags, "clusters": dict(clusters), "links": links,
+            "pairs_examined": worker.totals.get("pairs", 0)}
+
+
+def _baselines(ds: Dataset, truth: set[tuple[str, str]], source: dict[str, Any], cross: bool) -> dict[str, Any]:
+    from daemon.baselines import levenshtein_title_pairs, minhash_lsh_pairs, simhash_pairs, tune_minhash_lsh
+
+    recs = [(r.key, r.fields.get("title"), r.fields.get("body")) for r in ds.records]
+
+    def norm(pairs: Any) -> set[tuple[str, str]]:
+        out: set[tuple[str, str]] = {tuple(sorted(p)) for p in pairs}  # type: ignore[misc]
+        return _cross(out, source) if cross else out
+
+    keep = (lambda p: len({source.get(k) for k in p}) > 1) if cross else None
+    threshold, _, _ = tune_minhash_lsh(recs, truth, keep=keep)
+    return {
+        "minhash_lsh_tuned": {"threshold": threshold, **_prf(norm(minhash_lsh_pairs(recs, threshold=threshold)), truth)},
+        "simhash_hamming_le_3": _prf(norm(simhash_pairs(recs, max_distance=3)), truth),
+        "levenshtein_title_ge_0.8": _prf(norm(levenshtein_title_pairs(recs, threshold=0.8)), truth),
+    }
+
+
+def evaluate(ds: Dataset, *, settings_overrides: dict[str, Any] | None = None, dsn: str | None = None,
+             backend: str = "postgres", out_dir: str | None = None, baselines: bool = True,
+             progress: bool = True, index_options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run the pipeline on ``ds`` and return the report (JSON-serialisable); see the module docstring."""
+    cfg: dict[str, Any] = json.loads(json.dumps(PRODUCT_PROFILE))
+    has_source = any(r.fields.get("source") for r in ds.records)
+    if has_source:
+        cfg["dedup"]["best_match_per_source"] = True
+        cfg["dedup"]["cross_source_only"] = True
+    for section, values in (settings_overrides or {}).items():
+        cfg.setdefault(section, {}).update(values)
+    server = None
+    try:
+        if dsn is None:
+            server = ThrowawayPostgres(fast=True)
+            dsn = server.start()
+        settings = settings_from_mapping({
+            "database": {"dsn": dsn}, "source": {"create_reference_table": True},
+            "daemon": {"poll_interval_s": 0.5, "batch_size": 500},
+            "index": {"backend": backend, **(index_options or {})}, **cfg}, env={})
+        upgrade(settings)
+        raw = asyncio.run(_run_pipeline(settings, ds, progress=progress))
+    finally:
+        if server is not None:
+            server.stop()
+    source = {r.key: r.fields.get("source") for r in ds.records}
+    truth = transitive_closure(ds.pairs)
+    truth = {tuple(sorted(p)) for p in truth}  # type: ignore[misc]
+    groups = list(raw["clusters"].values())
+    pred_all = _pairs_of_groups(groups)
+    dup_groups = []
+    for members in groups:
+        core = [m for m in members if m not in raw["flags"] or raw["flags"][m]["flag"] == "duplicate"]
+        dup_groups.append(core)
+    pred_dup = _pairs_of_groups(dup_groups)
+    pred_cluster = {k: cid for cid, members in raw["clusters"].items() for k in members}
+    true_cluster: dict[str, Any] = {}
+    for i, comp in enumerate(_components(truth)):
+        for k in comp:
+            true_cluster[k] = f"t{i}"
+    all_keys = [r.key for r in ds.records]
+    pc = {k: pred_cluster.get(k, f"p:{k}") for k in all_keys}
+    tc = {k: true_cluster.get(k, f"s:{k}") for k in all_keys}
+    b3 = bcubed(pc, tc)
+    report: dict[str, Any] = {
+        "dataset": ds.name, "records": len(ds.records), "true_pairs_given": len(ds.pairs),
+        "true_pairs_closure": len(truth), "backend": backend,
+        "settings": {"dedup": cfg["dedup"], "signatures": cfg.get("signatures", {})},
+        "duplicate": _prf(pred_dup, truth),
+        "duplicate_or_potential": _prf(pred_all, truth),
+        "clusters": {"count": len(groups), "bcubed_precision": round(b3.precision, 4),
+                     "bcubed_recall": round(b3.recall, 4), "bcubed_f1": round(b3.f1, 4),
+                     "adjusted_rand_index": round(adjusted_rand_index(pc, tc), 4)},
+        "candidate_pairs_examined": raw["pairs_examined"],
+        "links_stored": len(raw["links"]),
+        "flags": {"duplicate": sum(1 for f in raw["flags"].values() if f["flag"] == "duplicate"),
+                  "potential_duplicate": sum(1 for f in raw["flags"].values() if f["flag"] == "potential_duplicate")},
+        "wall_time_s": round(raw["wall_s"], 2),
+    }
+    if has_source:
+        tx = _cross(truth, source)
+        report["cross_source"] = {"duplicate": _prf(_cross(pred_dup, source), tx),
+                                  "duplicate_or_potential": _prf(_cross(pred_all, source), tx)}
+    if baselines:
+        t0 = time.perf_counter()
+        report["baselines"] = _baselines(ds, _cross(truth, source) if has_source else truth, source, has_source)
+        report["baselines"]["note"] = ("scored on cross-source pairs" if has_source else "scored on all pairs") + \
+            "; the MinHash LSH threshold is tuned on the labels (an upper bound for that baseline)"
+        report["baselines"]["wall_time_s"] = round(time.perf_counter() - t0, 2)
+    if out_dir:
+        _write_out(Path(out_dir), ds, raw, pred_all, truth)
+        report["out"] = str(out_dir)
+    report["_examples"] = _examples(ds, raw, truth)
+    return report
+
+
+def _components(pairs: set[tuple[str, str]]) -> list[set[str]]:
+    adj: dict[str, set[str]] = defaultdict(set)
+    for a, b in pairs:
+        adj[a].add(b)
+        adj[b].add(a)
+    seen: set[str] = set()
+    out = []
+    for start in adj:
+        if start in seen:
+            continue
+        comp, stack = set(), [start]
+        while stack:
+            x = stack.pop()
+            if x in comp:
+                continue
+            comp.add(x)
+            stack.extend(adj[x] - comp)
+        seen |= comp
+        out.append(comp)
+    return out
+
+
+def _examples(ds: Dataset, raw: dict[str, Any], truth: set[tuple[str, str]], n: int = 3) -> list[dict[str, Any]]:
+    by_key = {r.key: r for r in ds.records}
+    out = []
+    for key, f in sorted(raw["flags"].items(), key=lambda kv: -float(kv[1]["score"])):
+        orig = f["original"]
+        if orig is None or len(out) >= n * 3:
+            continue
+        out.append({"record": key, "original": orig, "flag": f["flag"], "score": f["score"], "summary": f["summary"],
+                    "correct": tuple(sorted((key, orig))) in truth,
+                    "record_title": by_key[key].fields.get("title"), "original_title": by_key[orig].fields.get("title"),
+                    "record_price": by_key[key].fields.get("price"), "original_price": by_key[orig].fields.get("price")})
+    # one top-scoring, one middle, one near the potential threshold
+    if len(out) > n:
+        out = [out[0], out[len(out) // 2], out[-1]]
+    return out
+
+
+def _write_out(out: Path, ds: Dataset, raw: dict[str, Any], pred: set[tuple[str, str]], truth: set[tuple[str, str]]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    by_key = {r.key: r for r in ds.records}
+    link_of = {tuple(sorted((a, b))): (s, summ, reasons) for a, b, s, summ, reasons in raw["links"]}
+
+    def title(k: str) -> Any:
+        return by_key[k].fields.get("title") if k in by_key else None
+
+    with (out / "links.csv").open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["a", "b", "score", "flag_of_b", "in_cluster_pairs", "true", "summary", "reasons", "a_title", "b_title"])
+        for a, b, s, summ, reasons in sorted(raw["links"], key=lambda x: -x[2]):
+            p = tuple(sorted((a, b)))
+            w.writerow([a, b, s, (raw["flags"].get(b) or {}).get("flag", ""), p in pred, p in truth, summ,
+                        json.dumps(reasons), title(a), title(b)])
+    for name, pairs in (("false_positives.csv", pred - truth), ("false_negatives.csv", truth - pred)):
+        with (out / name).open("w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["a", "b", "linked_score", "summary", "a_title", "b_title"])
+            for a, b in sorted(pairs):
+                s, summ, _ = link_of.get((a, b), ("", "", None))
+                w.writerow([a, b, s, summ, title(a), title(b)])
