@@ -70,25 +70,46 @@ class Link:
     summary: str
 
 
-def mutual_best_per_source(links: Sequence[Link], source_of: dict[str, Any]) -> list[Link]:
-    """Keep a link only if each side is the other's best-scoring link into its source.
+def mutual_best_per_source(links: Sequence[Link], source_of: dict[str, Any],
+                           order: Any = None) -> list[Link]:
+    """Keep a link only if each side is the other's best link into its source.
 
-    The one-to-one assumption of clean-clean entity resolution (each feed lists an item once);
-    ties keep every tied link. Records with no ``source`` value are left alone.
+    The one-to-one assumption of clean-clean entity resolution (each feed lists an item once). Ties
+    are broken by the partner's creation order (``order``: record id -> sort key; earliest wins), so
+    exactly one partner per source survives. Records with no ``source`` value are left alone.
     """
-    best: dict[tuple[str, Any], float] = {}
+    key = order or (lambda r: r)
+    best: dict[tuple[str, Any], tuple[float, Any, str]] = {}
     for link in links:
         for x, y in ((link.a, link.b), (link.b, link.a)):
             k = (x, source_of.get(y))
-            best[k] = max(best.get(k, -1.0), link.score)
+            cand = (link.score, _neg(key(y)), y)
+            if k not in best or cand[:2] > best[k][:2]:
+                best[k] = cand
     out = []
     for link in links:
         sa, sb = source_of.get(link.a), source_of.get(link.b)
-        if sa is None or sb is None:
-            out.append(link)
-        elif best[(link.a, sb)] <= link.score and best[(link.b, sa)] <= link.score:
+        if sa is None or sb is None or (best[(link.a, sb)][2] == link.b and best[(link.b, sa)][2] == link.a):
             out.append(link)
     return out
+
+
+class _neg:
+    """Reverses the order of a sort key (so ``max`` prefers the earliest)."""
+
+    __slots__ = ("k",)
+
+    def __init__(self, k: Any) -> None:
+        self.k = k
+
+    def __lt__(self, other: _neg) -> bool:
+        return bool(other.k < self.k)
+
+    def __gt__(self, other: _neg) -> bool:
+        return bool(self.k < other.k)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _neg) and self.k == other.k
 
 
 @dataclass
@@ -104,6 +125,7 @@ class DedupHandler:
     backend: IndexBackend
     options: DedupOptions
     pairs_scored: int = 0
+    cap_hits: int = 0
 
     async def score_record(self, rid: str, doc: IndexDocument) -> list[Link]:
         """Candidates of one record from the index, scored; returns links ≥ the potential threshold."""
@@ -111,7 +133,8 @@ class DedupHandler:
         cands = await self.backend.candidates(self.table, doc.keys, doc.scope, min_match=self.options.min_match,
                                               limit=cfg.candidate_cap + 1, exclude_id=rid)
         if len(cands) > cfg.candidate_cap:
-            log.warning("candidate cap hit", record_id=rid, cap=cfg.candidate_cap)
+            log.debug("candidate cap hit", record_id=rid, cap=cfg.candidate_cap)
+            self.cap_hits += 1
             cands = cands[: cfg.candidate_cap]
         self.pairs_scored += len(cands)
         links = []
@@ -130,7 +153,7 @@ class DedupHandler:
     async def process(self, conn: psycopg.AsyncConnection[Any], batch: Sequence[Claimed]) -> BatchResult:
         """Score the batch, then rewrite links, clusters and flags around it in one transaction."""
         result = BatchResult(counts={"scored": 0, "links": 0, "flags": 0})
-        before = self.pairs_scored
+        before, caps_before = self.pairs_scored, self.cap_hits
         mine = [c for c in batch if c.table == self.table]
         result.failed += [(c, f"table {c.table} is not {self.table}") for c in batch if c.table != self.table]
         docs = await self.backend.get(self.table, [c.record_id for c in mine if c.op == "U"])
@@ -144,6 +167,7 @@ class DedupHandler:
         new_links = list({(x.a, x.b): x for x in new_links}.values())  # both ends may be in the batch
         result.counts["links"] = len(new_links)
         result.counts["pairs"] = self.pairs_scored - before
+        result.counts["capped"] = self.cap_hits - caps_before  # records whose candidate list hit the cap
         ids = sorted({c.record_id for c in mine})
         async with conn.transaction():
             await conn.execute(query("dedup_lock"), {"table": self.table})
@@ -190,6 +214,22 @@ class DedupHandler:
                 out.append(Link(a, b, ps.score, ps.reasons, ps.summary()))
         return out
 
+    def _direct(self, member: str, original: str, docs: dict[str, IndexDocument], via: Link) -> Link:
+        """The (member, original) pair scored directly, for a member linked to it only through others.
+
+        Its flag then says what relates the two records the flag names; the summary says which
+        record links them. Below the potential threshold the member is still flagged (as
+        ``potential_duplicate``, for a moderator) because its cluster holds it.
+        """
+        a, b = canonical(member, original)
+        da, db = docs.get(a), docs.get(b)
+        other = via.b if via.a == member else via.a
+        if da is None or db is None:
+            return Link(a, b, via.score, via.reasons, f"linked via #{other}: {via.summary}")
+        ps = score_pair(da.fields, da.signature, db.fields, db.signature, self.options.scoring)
+        self.pairs_scored += 1
+        return Link(a, b, ps.score, ps.reasons, f"linked via #{other}; directly: {ps.summary()}")
+
     async def _recluster(self, conn: psycopg.AsyncConnection[Any], seeds: list[str]) -> int:
         """Recompute clusters and flags of the components around ``seeds``; returns flags written."""
         cfg = self.options.scoring
@@ -202,7 +242,8 @@ class DedupHandler:
         links = [Link(r[0], r[1], float(r[2]), r[3], r[4]) for r in await cur.fetchall()]
         docs = await self.backend.get(self.table, comp) if links else {}
         if self.options.best_match_per_source:
-            links = mutual_best_per_source(links, {rid: d.fields.get("source") for rid, d in docs.items()})
+            links = mutual_best_per_source(links, {rid: d.fields.get("source") for rid, d in docs.items()},
+                                           lambda r: order_key(r, docs.get(r)))
         clusters = build_clusters([(x.a, x.b, x.score) for x in links], lambda r: order_key(r, docs.get(r)),
                                   max_size=cfg.cluster.max_size, min_density=cfg.cluster.min_density,
                                   resolution=cfg.cluster.resolution, seed=cfg.cluster.seed)
@@ -220,11 +261,11 @@ class DedupHandler:
                 if m == cl.original:
                     continue
                 link = by_pair.get(canonical(m, cl.original))
-                if link is None:  # linked to the original through others: its strongest link inside
-                    link = max((x for x in adjacent[m] if x.a in inside and x.b in inside), key=lambda x: x.score)
-                flag = decide(link.score, cfg)
-                if flag is not None:
-                    flags.append((m, flag, cl.original, cl.id, link))
+                if link is None:  # linked to the original through others: score the pair itself
+                    via = max((x for x in adjacent[m] if x.a in inside and x.b in inside), key=lambda x: x.score)
+                    link = self._direct(m, cl.original, docs, via)
+                flag = decide(link.score, cfg) or "potential_duplicate"
+                flags.append((m, flag, cl.original, cl.id, link))
         await conn.execute(query("clear_clusters"), {"table": self.table, "ids": comp})
         if members:
             await conn.execute(query("insert_clusters"), {

@@ -25,7 +25,8 @@ from daemon.logs import configure_logging
 from daemon.migrate import upgrade
 from daemon.pgserver import ThrowawayPostgres
 from daemon.queries import query
-from daemon.service import build_indexer, opened_backend
+from daemon.evaluate import PRODUCT_PROFILE, evaluate
+from daemon.service import build_indexer, build_worker, opened_backend
 
 TABLE = "public.ads"
 
@@ -65,8 +66,11 @@ async def _wait_visible(backend: IndexBackend, rid: str, *, present: bool, versi
 async def _demo(settings: Settings, ds: Dataset) -> dict[str, Any]:
     async with opened_backend(settings) as backend:
         indexer = await build_indexer(settings, backend)
+        worker = await build_worker(settings, backend)
         task = asyncio.create_task(indexer.loop.run())
+        wtask = asyncio.create_task(worker.run())
         await indexer.loop.ready.wait()
+        await worker.ready.wait()
         try:
             async with await psycopg.AsyncConnection.connect(settings.require_dsn(), autocommit=True) as conn:
                 t0 = time.perf_counter()
@@ -107,19 +111,29 @@ async def _demo(settings: Settings, ds: Dataset) -> dict[str, Any]:
                     _say(f"      simhash={sig.get('simhash', 0) & 0xFFFFFFFFFFFFFFFF:016x} bands={len(sig.get('bands', []))} "
                          f"blocks={len(sig.get('blocks', []))} super={len(sig.get('super', []))} "
                          f"models={sig.get('models', [])[:3]}")
+                while await _pending(conn, "dedup"):
+                    await asyncio.sleep(0.05)
+                cur = await conn.execute(query("flags_of_table"), {"table": TABLE})
+                flags = {r[0]: r for r in await cur.fetchall()}
+                f = flags.get(new_id)
+                _say(f"\ndedup worker: {sum(1 for r in flags.values() if r[1] == 'duplicate')} duplicate and "
+                     f"{sum(1 for r in flags.values() if r[1] == 'potential_duplicate')} potential_duplicate flags")
+                if f:
+                    _say(f"  the reposted ad #{new_id} is flagged {f[1]} of #{f[2]} (score {f[4]:.0f}: {f[5]})")
                 count = await backend.count(TABLE)
                 _say(f"\nindex holds {count} documents for {TABLE} ({n} loaded + 1 inserted - 1 deleted)")
                 return {"loaded": n, "indexed": count, "insert_ms": ms_insert, "update_ms": ms_update,
                         "delete_ms": ms_delete}
         finally:
             indexer.loop.stop()
+            worker.stop()
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(task, 30)
+                await asyncio.wait_for(asyncio.gather(task, wtask), 30)
 
 
-async def _pending(conn: psycopg.AsyncConnection[Any]) -> int:
+async def _pending(conn: psycopg.AsyncConnection[Any], queue: str = "index") -> int:
     cur = await conn.execute(query("queue_status"))
-    return int({r[0]: r[1] for r in await cur.fetchall()}.get("index", 0))
+    return int({r[0]: r[1] for r in await cur.fetchall()}.get(queue, 0))
 
 
 async def _live_insert(conn: psycopg.AsyncConnection[Any], rec: Record) -> str:
@@ -148,7 +162,7 @@ def run_demo(*, data_dir: str | None = None, limit: int | None = None, dsn: str 
         settings = settings_from_mapping({
             "database": {"dsn": dsn}, "source": {"create_reference_table": True},
             "daemon": {"poll_interval_s": 1.0, "batch_size": 1000},
-            "index": {"backend": backend or "postgres"},
+            "index": {"backend": backend or "postgres"}, **PRODUCT_PROFILE,
         }, env={})
         with psycopg.connect(dsn, autocommit=True) as c:
             present = c.execute(query("table_exists"), {"name": TABLE}).fetchone()
@@ -161,8 +175,36 @@ def run_demo(*, data_dir: str | None = None, limit: int | None = None, dsn: str 
         _say(f"migrated to revision {rev['to']}: nearsync schema, triggers on {TABLE}")
         _say("")
         asyncio.run(_demo(settings, ds))
-        _say("\ndone: the throwaway database is removed on exit" if server else "\ndone")
-        return 0
     finally:
         if server is not None:
             server.stop()
+    _say("\nevaluation: the real pipeline on the same data in a fresh throwaway database, flags and clusters "
+         "compared with the true pairs (nearsync evaluate)...")
+    report = evaluate(ds, backend=backend or "postgres", progress=False)
+    _print_report(report)
+    return 0
+
+
+def _print_report(r: dict[str, Any]) -> None:
+    """Figures and three flagged examples side by side."""
+    def line(name: str, m: dict[str, Any]) -> str:
+        return (f"  {name:<44} precision {m['precision']:.3f}  recall {m['recall']:.3f}  F1 {m['f1']:.3f}"
+                f"  ({m['predicted_pairs']} predicted / {m['true_pairs']} true pairs)")
+
+    _say(line("duplicate", r["duplicate"]))
+    _say(line("duplicate + potential_duplicate", r["duplicate_or_potential"]))
+    if "cross_source" in r:
+        _say(line("cross-source: duplicate + potential", r["cross_source"]["duplicate_or_potential"]))
+    c = r["clusters"]
+    _say(f"  clusters: {c['count']}, B-cubed P/R/F1 {c['bcubed_precision']:.3f}/{c['bcubed_recall']:.3f}/"
+         f"{c['bcubed_f1']:.3f}, adjusted Rand {c['adjusted_rand_index']:.3f}")
+    _say(f"  candidate pairs examined {r['candidate_pairs_examined']}, wall time {r['wall_time_s']} s")
+    for name, m in r.get("baselines", {}).items():
+        if isinstance(m, dict):
+            _say(line(f"baseline {name}", m))
+    _say("\nthree flagged examples (record | original):")
+    for ex in r.get("_examples", []):
+        mark = "correct" if ex["correct"] else "not in the true pairs"
+        _say(f"  {ex['flag']} score {ex['score']:.0f} ({mark}): {ex['summary']}")
+        _say(f"    {str(ex['record_title'])[:58]:<58} | {str(ex['original_title'])[:58]}")
+        _say(f"    {'price ' + str(ex['record_price']):<58} | price {ex['original_price']}")

@@ -255,19 +255,21 @@ def _components(pairs: set[tuple[str, str]]) -> list[set[str]]:
 
 
 def _examples(ds: Dataset, raw: dict[str, Any], truth: set[tuple[str, str]], n: int = 3) -> list[dict[str, Any]]:
+    """``n`` flags spread over the score range (highest, middle, lowest), with both records."""
     by_key = {r.key: r for r in ds.records}
+    flagged = sorted(((k, f) for k, f in raw["flags"].items() if f["original"] in by_key),
+                     key=lambda kv: -float(kv[1]["score"]))
+    if not flagged:
+        return []
+    picks = sorted({round(i * (len(flagged) - 1) / max(1, n - 1)) for i in range(n)})
     out = []
-    for key, f in sorted(raw["flags"].items(), key=lambda kv: -float(kv[1]["score"])):
+    for i in picks:
+        key, f = flagged[i]
         orig = f["original"]
-        if orig is None or len(out) >= n * 3:
-            continue
         out.append({"record": key, "original": orig, "flag": f["flag"], "score": f["score"], "summary": f["summary"],
                     "correct": tuple(sorted((key, orig))) in truth,
                     "record_title": by_key[key].fields.get("title"), "original_title": by_key[orig].fields.get("title"),
                     "record_price": by_key[key].fields.get("price"), "original_price": by_key[orig].fields.get("price")})
-    # one top-scoring, one middle, one near the potential threshold
-    if len(out) > n:
-        out = [out[0], out[len(out) // 2], out[-1]]
     return out
 
 
