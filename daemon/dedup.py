@@ -24,12 +24,12 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 
-from daemon.backends.base import IndexBackend, IndexDocument
+from daemon.backends.base import Candidate, IndexBackend, IndexDocument
 from daemon.clusters import build_clusters
 from daemon.dedup_config import DedupOptions
 from daemon.logs import get_logger
@@ -68,6 +68,76 @@ class Link:
     score: float
     reasons: dict[str, Any]
     summary: str
+    versions: tuple[int, int] | None = field(default=None, compare=False)
+    """Index document versions of ``a`` and ``b`` when scored (None for links read back from the table)."""
+
+
+@dataclass
+class ScoredCandidate:
+    """One candidate of a document, scored in canonical order (``a`` before ``b``).
+
+    Attributes:
+        candidate: the candidate from the index (its ``document`` is the stored one).
+        a, b: the pair in canonical order; for a document not in the database (``record_id`` None),
+            the candidate comes first, as it would for a record inserted after it.
+        score: the pair's :class:`PairScore` (``score`` 0-100).
+        flag: ``decide(score)``: ``"duplicate"``, ``"potential_duplicate"`` or None.
+    """
+
+    candidate: Candidate
+    a: str
+    b: str
+    score: PairScore
+    flag: str | None
+
+
+@dataclass
+class ScoredCandidates:
+    """What :func:`score_candidates` returns: scored candidates (index order) and whether the cap was hit."""
+
+    scored: list[ScoredCandidate]
+    capped: bool
+
+
+async def score_candidates(table: str, record_id: str | None, doc: IndexDocument, backend: IndexBackend,
+                           options: DedupOptions) -> ScoredCandidates:
+    """Look up a document's candidates through the backend and score each pair: the worker's scoring.
+
+    Shared by the dedup worker and the check API (``POST /v1/check``), so a check and the later flag
+    agree. Candidates share at least ``options.min_match`` keys within ``doc.scope``, capped at
+    ``candidate_cap``; with ``cross_source_only`` same-source candidates are skipped.
+
+    Args:
+        table: tracked table name (``schema.table``).
+        record_id: the document's record id, or None for a document not in the database.
+        doc: the document (fields, scope, keys, signature as built by DocumentBuilder).
+        backend: an opened index backend.
+        options: validated ``[dedup]`` options.
+    Returns:
+        :class:`ScoredCandidates`; every candidate scored, whatever its score.
+    Raises:
+        TransientIndexError: the index is unreachable.
+    """
+    cfg = options.scoring
+    cands = await backend.candidates(table, doc.keys, doc.scope, min_match=options.min_match,
+                                     limit=cfg.candidate_cap + 1, exclude_id=record_id)
+    capped = len(cands) > cfg.candidate_cap
+    cands = cands[: cfg.candidate_cap]
+    own_source = doc.fields.get("source")
+    out: list[ScoredCandidate] = []
+    for cand in cands:
+        if options.cross_source_only and own_source is not None \
+                and cand.document.fields.get("source") == own_source:
+            continue
+        if record_id is None:
+            a, b = cand.record_id, ""
+            da, db = cand.document, doc
+        else:
+            a, b = canonical(record_id, cand.record_id)
+            da, db = (doc, cand.document) if a == record_id else (cand.document, doc)
+        ps = score_pair(da.fields, da.signature, db.fields, db.signature, cfg)
+        out.append(ScoredCandidate(cand, a, b, ps, decide(ps.score, cfg)))
+    return ScoredCandidates(out, capped)
 
 
 def mutual_best_per_source(links: Sequence[Link], source_of: dict[str, Any],
@@ -129,25 +199,17 @@ class DedupHandler:
 
     async def score_record(self, rid: str, doc: IndexDocument) -> list[Link]:
         """Candidates of one record from the index, scored; returns links ≥ the potential threshold."""
-        cfg = self.options.scoring
-        cands = await self.backend.candidates(self.table, doc.keys, doc.scope, min_match=self.options.min_match,
-                                              limit=cfg.candidate_cap + 1, exclude_id=rid)
-        if len(cands) > cfg.candidate_cap:
-            log.debug("candidate cap hit", record_id=rid, cap=cfg.candidate_cap)
+        res = await score_candidates(self.table, rid, doc, self.backend, self.options)
+        if res.capped:
+            log.debug("candidate cap hit", record_id=rid, cap=self.options.scoring.candidate_cap)
             self.cap_hits += 1
-            cands = cands[: cfg.candidate_cap]
-        self.pairs_scored += len(cands)
+        self.pairs_scored += len(res.scored)
         links = []
-        own_source = doc.fields.get("source")
-        for cand in cands:
-            if self.options.cross_source_only and own_source is not None \
-                    and cand.document.fields.get("source") == own_source:
-                continue
-            a, b = canonical(rid, cand.record_id)
-            da, db = (doc, cand.document) if a == rid else (cand.document, doc)
-            ps: PairScore = score_pair(da.fields, da.signature, db.fields, db.signature, cfg)
-            if decide(ps.score, cfg) is not None:
-                links.append(Link(a, b, ps.score, ps.reasons, ps.summary()))
+        for sc in res.scored:
+            if sc.flag is not None:
+                va, vb = (doc.version, sc.candidate.document.version) if sc.a == rid \
+                    else (sc.candidate.document.version, doc.version)
+                links.append(Link(sc.a, sc.b, sc.score.score, sc.score.reasons, sc.score.summary(), (va, vb)))
         return links
 
     async def process(self, conn: psycopg.AsyncConnection[Any], batch: Sequence[Claimed]) -> BatchResult:
@@ -165,6 +227,7 @@ class DedupHandler:
                 result.counts["scored"] += 1
         new_links += await self._rescore_previous(conn, docs, new_links)
         new_links = list({(x.a, x.b): x for x in new_links}.values())  # both ends may be in the batch
+        new_links = await self._drop_dismissed(conn, new_links)
         result.counts["links"] = len(new_links)
         result.counts["pairs"] = self.pairs_scored - before
         result.counts["capped"] = self.cap_hits - caps_before  # records whose candidate list hit the cap
@@ -211,8 +274,21 @@ class DedupHandler:
             ps = score_pair(da.fields, da.signature, db.fields, db.signature, cfg)
             self.pairs_scored += 1
             if decide(ps.score, cfg) is not None:
-                out.append(Link(a, b, ps.score, ps.reasons, ps.summary()))
+                out.append(Link(a, b, ps.score, ps.reasons, ps.summary(), (da.version, db.version)))
         return out
+
+    async def _drop_dismissed(self, conn: psycopg.AsyncConnection[Any], links: list[Link]) -> list[Link]:
+        """Leave out pairs a moderator dismissed (``not_duplicate`` in ``nearsync.pair_decisions``)
+        while both records still have the document versions decided on; an edit lifts the decision."""
+        if not links:
+            return links
+        cur = await conn.execute(query("dismissed_pairs"), {"table": self.table, "a": [x.a for x in links],
+                                                            "b": [x.b for x in links]})
+        dismissed = {(r[0], r[1]): (r[2], r[3]) for r in await cur.fetchall()}
+        if not dismissed:
+            return links
+        return [x for x in links if (x.a, x.b) not in dismissed or x.versions is None
+                or tuple(x.versions) != dismissed[(x.a, x.b)]]
 
     def _direct(self, member: str, original: str, docs: dict[str, IndexDocument], via: Link) -> Link:
         """The (member, original) pair scored directly, for a member linked to it only through others.

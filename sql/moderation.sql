@@ -1,0 +1,60 @@
+-- Moderation: the duplicates queue, moderators' decisions, and the dedup worker's check of them
+-- (daemon.api.moderation, daemon.dedup, daemon.evaluate --feedback).
+
+-- name: dismissed_pairs
+-- Pairs among the given ones (canonical order) a moderator decided are not duplicates, with the
+-- index document versions decided on (the dedup worker skips them while both are unchanged).
+SELECT d.a, d.b, d.a_version, d.b_version
+FROM nearsync.pair_decisions d
+JOIN unnest(%(a)b::text[], %(b)b::text[]) AS x(a, b) ON x.a = d.a AND x.b = d.b
+WHERE d.table_name = %(table)s AND d.decision = 'not_duplicate';
+
+-- name: moderation_queue
+-- Potential duplicates, newest first, with the record and its original as jsonb rows; optional
+-- filters: the record's category column value, a minimum score.
+SELECT f.record_id, f.original_id, f.flag, f.score, f.summary, f.reasons, f.flagged_at,
+       f.record, f.original
+FROM nearsync.flagged_records f
+WHERE f.flag = 'potential_duplicate'
+  AND (%(category)s::text IS NULL OR f.record ->> %(category_col)s::text = %(category)s::text)
+  AND (%(min_score)s::real IS NULL OR f.score >= %(min_score)s::real)
+ORDER BY f.flagged_at DESC, f.record_id DESC
+LIMIT %(limit)s;
+
+-- name: moderation_categories
+SELECT DISTINCT f.record ->> %(category_col)s::text AS category
+FROM nearsync.flagged_records f
+WHERE f.flag = 'potential_duplicate' AND f.record ->> %(category_col)s::text IS NOT NULL
+ORDER BY 1;
+
+-- name: flag_for_update
+SELECT record_id, flag, original_id, score FROM nearsync.duplicate_flags
+WHERE table_name = %(table)s AND record_id = %(record_id)s
+FOR UPDATE;
+
+-- name: confirm_flag
+UPDATE nearsync.duplicate_flags SET flag = 'duplicate'
+WHERE table_name = %(table)s AND record_id = %(record_id)s;
+
+-- name: delete_flag
+DELETE FROM nearsync.duplicate_flags WHERE table_name = %(table)s AND record_id = %(record_id)s;
+
+-- name: delete_link
+DELETE FROM nearsync.dedup_links WHERE table_name = %(table)s AND a = %(a)s AND b = %(b)s;
+
+-- name: upsert_decision
+INSERT INTO nearsync.pair_decisions AS d (table_name, a, b, decision, a_version, b_version, decided_by, score)
+VALUES (%(table)s, %(a)s, %(b)s, %(decision)s, %(a_version)s, %(b_version)s, %(decided_by)s, %(score)s)
+ON CONFLICT (table_name, a, b) DO UPDATE SET
+    decision = excluded.decision, a_version = excluded.a_version, b_version = excluded.b_version,
+    decided_by = excluded.decided_by, decided_at = now(), score = excluded.score;
+
+-- name: decision_of
+SELECT decision, a_version, b_version, decided_by, decided_at, score FROM nearsync.pair_decisions
+WHERE table_name = %(table)s AND a = %(a)s AND b = %(b)s;
+
+-- name: feedback_pairs
+-- Moderators' decisions as labelled pairs (nearsync evaluate --feedback), oldest first.
+SELECT table_name, a, b, decision, decided_by, decided_at, score FROM nearsync.pair_decisions
+WHERE (%(table)s::text IS NULL OR table_name = %(table)s::text)
+ORDER BY decided_at, table_name, a, b;
