@@ -70,24 +70,37 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 async def cmd_run(args: argparse.Namespace) -> int:
+    from daemon.health import metrics_port_from, serving
     from daemon.service import build_indexer, opened_backend
 
     settings = _settings(args)
     async with opened_backend(settings) as backend:
         indexer = await build_indexer(settings, backend)
         indexer.loop.install_signal_handlers()
-        await indexer.loop.run()
+        async with serving(indexer.loop, settings.require_dsn(), backend, indexer.table.name,
+                           metrics_port_from(args.metrics_port)):
+            await indexer.loop.run()
     return 0
 
 
 async def cmd_dedup(args: argparse.Namespace) -> int:
+    from daemon.health import metrics_port_from, serving
     from daemon.service import build_worker, opened_backend
 
     settings = _settings(args)
     async with opened_backend(settings) as backend:
         loop = await build_worker(settings, backend)
         loop.install_signal_handlers()
-        await loop.run()
+        async with serving(loop, settings.require_dsn(), backend, settings.source.qualified,
+                           metrics_port_from(args.metrics_port)):
+            await loop.run()
+    return 0
+
+
+def cmd_grant_role(args: argparse.Namespace) -> int:
+    from daemon.roles import grant_role
+
+    _print(grant_role(_settings(args), args.role), args.json)
     return 0
 
 
@@ -106,11 +119,20 @@ async def cmd_status(args: argparse.Namespace) -> int:
 
 
 async def cmd_reindex(args: argparse.Namespace) -> int:
-    from daemon.reindex import reindex, verify
+    from daemon.backends.base import PermanentIndexError
+    from daemon.reindex import reindex, rollback, verify
     from daemon.service import opened_backend
 
     settings = _settings(args)
     async with opened_backend(settings) as backend:
+        if args.rollback:
+            try:
+                report = await rollback(settings, backend, page_size=args.page_size, progress=not args.no_progress)
+            except PermanentIndexError as e:
+                print(f"nearsync: cannot roll back: {e}", file=sys.stderr)
+                return EXIT_PROBLEM
+            _print(report, args.json)
+            return 0
         if args.verify or args.repair:
             report = await verify(settings, backend, sample=args.sample, repair=args.repair)
             _print(report, args.json)
@@ -144,8 +166,14 @@ async def cmd_deadletter(args: argparse.Namespace) -> int:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from daemon.datasets import abt_buy, default_data_dir, parse_mapping
-    from daemon.evaluate import evaluate, load_labelled
+    from daemon.evaluate import evaluate, export_feedback, load_labelled
 
+    if args.feedback:
+        if not args.dsn:
+            raise ConfigError("--dsn", "--feedback reads the decisions from a database: give its --dsn")
+        n = export_feedback(args.dsn, args.feedback)
+        print(f"wrote {n} labelled pair(s) to {args.feedback}")
+        return 0
     if args.records:
         if not args.pairs:
             raise ConfigError("--pairs", "give the true-pairs CSV with --pairs when --records is used")
@@ -168,6 +196,27 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                       out_dir=args.out, baselines=not args.no_baselines, progress=not args.json_only)
     report.pop("_examples", None)
     print(json.dumps(report, indent=2, default=str))
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import os
+
+    import uvicorn
+
+    from daemon.api.app import create_app
+    from daemon.api.config import ApiOptions, parse_api_keys
+
+    settings = _settings(args)
+    settings.require_dsn()
+    options = ApiOptions(max_body_bytes=args.max_body_bytes,
+                         unknown_fields="reject" if args.reject_unknown else "ignore",
+                         api_keys=parse_api_keys(args.api_key or os.environ.get("NEARSYNC_API_KEY")),
+                         max_set=args.max_set, max_matches=args.max_matches, cache_size=args.cache_size,
+                         cache_ttl_s=args.cache_ttl)
+    app = create_app(settings, options)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log,
+                server_header=False)
     return 0
 
 
@@ -227,6 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--window", help="batch window, e.g. 10s, 500ms, 2m ([daemon] window_s)")
     r.add_argument("--batch-size", type=int, help="rows per micro-batch ([daemon] batch_size, default 500)")
     r.add_argument("--backend", choices=["postgres", "elasticsearch", "opensearch"], help="index backend")
+    r.add_argument("--metrics-port", type=int, help="serve /metrics, /healthz, /readyz on this port "
+                                                    "(default: $NEARSYNC_METRICS_PORT, else off)")
     r.set_defaults(func=cmd_run, is_async=True)
 
     w = sub.add_parser("dedup", parents=[common], help="run the dedup worker (candidates, scoring, flags, clusters)",
@@ -238,7 +289,17 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--window", help="batch window, e.g. 10s")
     w.add_argument("--batch-size", type=int, help="records per micro-batch")
     w.add_argument("--backend", choices=["postgres", "elasticsearch", "opensearch"], help="index backend")
+    w.add_argument("--metrics-port", type=int, help="serve /metrics, /healthz, /readyz on this port "
+                                                    "(default: $NEARSYNC_METRICS_PORT, else off)")
     w.set_defaults(func=cmd_dedup, is_async=True)
+
+    g = sub.add_parser("grant-role", parents=[common], help="create/grant the daemon's least-privilege role",
+                       description="Create ROLE (LOGIN) if missing and grant it SELECT on the tracked table and "
+                                   "read/write on the nearsync schema's tables and sequences, nothing else. "
+                                   "The password comes from $NEARSYNC_ROLE_PASSWORD (never logged). Run as the "
+                                   "owner of the schema; then run the daemon with a DSN for ROLE.")
+    g.add_argument("role", help="role name")
+    g.set_defaults(func=cmd_grant_role)
 
     s = sub.add_parser("status", parents=[common], help="lag, pending changes, dead letters, indexed count")
     s.add_argument("--backend", choices=["postgres", "elasticsearch", "opensearch"])
@@ -247,9 +308,14 @@ def build_parser() -> argparse.ArgumentParser:
     x = sub.add_parser("reindex", parents=[common], help="full rebuild of the index (resumable), or verify/repair",
                        description="Rebuild the index from the table by keyset pagination, with a progress bar. "
                                    "Interrupted runs resume from the last checkpointed key (--restart to start "
-                                   "over). Changes made meanwhile are not lost. --verify reports drift "
-                                   "(exit 1 if any); --repair fixes it.")
+                                   "over). Changes made meanwhile are not lost. On elasticsearch/opensearch "
+                                   "it builds a new index version <alias>_v{N} while running daemons "
+                                   "dual-write to it, then swaps the alias atomically and keeps "
+                                   "index.keep_versions versions (--rollback goes back one). --verify "
+                                   "reports drift (exit 1 if any); --repair fixes it.")
     x.add_argument("--verify", action="store_true", help="compare index and table, report drift")
+    x.add_argument("--rollback", action="store_true",
+                   help="search backends: point the alias back at the previous kept version and catch it up")
     x.add_argument("--repair", action="store_true", help="verify, then fix the drift")
     x.add_argument("--sample", type=int, default=200, help="documents compared field by field (verify)")
     x.add_argument("--page-size", type=int, default=5000, help="rows per page (default 5000)")
@@ -300,7 +366,34 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--backend", choices=["postgres", "elasticsearch", "opensearch"])
     ev.add_argument("--no-baselines", action="store_true", help="skip the three baselines")
     ev.add_argument("--json-only", action="store_true", help="no progress line on stdout")
+    ev.add_argument("--feedback", metavar="OUT.csv",
+                    help="instead: export moderators' confirmed/dismissed pairs from the --dsn database as labelled "
+                         "pairs (a, b, label 1/0, decided_by, decided_at, score)")
     ev.set_defaults(func=cmd_evaluate)
+
+    sv = sub.add_parser("serve", parents=[common], help="HTTP service: check API, result-set dedup, duplicates queue",
+                        description="Serve POST /v1/check (would this ad be flagged?), POST /v1/dedup-set "
+                                    "(near-duplicate groups in a ranked set), the moderators' duplicates queue at "
+                                    "/moderation and the OpenAPI description at /openapi.json. API keys come from "
+                                    "$NEARSYNC_API_KEY (\"secret\" or \"name:secret,name2:secret2\"), checked in the "
+                                    "X-API-Key header; without keys the service is open (bind to localhost).",
+                        epilog="Example: curl -s -X POST localhost:8000/v1/check -H 'Content-Type: application/json' "
+                               "-d '{\"title\": \"Sony Bravia 40 inch TV\", \"body\": \"...\", \"price\": 250, "
+                               "\"user\": \"u1\"}'")
+    sv.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    sv.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    sv.add_argument("--backend", choices=["postgres", "elasticsearch", "opensearch"], help="index backend")
+    sv.add_argument("--max-body-bytes", type=int, default=1 << 20, help="largest request body (default 1 MiB)")
+    sv.add_argument("--reject-unknown", action="store_true", help="422 for fields that are no configured role "
+                                                                  "(default: ignore them)")
+    sv.add_argument("--api-key", help="API key(s) (prefer $NEARSYNC_API_KEY: flags show in the process list)")
+    sv.add_argument("--max-set", type=int, default=200, help="most items per /v1/dedup-set request (default 200)")
+    sv.add_argument("--max-matches", type=int, default=5, help="most matches per /v1/check answer (default 5)")
+    sv.add_argument("--cache-size", type=int, default=200_000, help="signatures kept in the LRU cache")
+    sv.add_argument("--cache-ttl", type=float, default=10.0,
+                    help="seconds a cached signature is trusted for an id sent without a version (default 10)")
+    sv.add_argument("--access-log", action="store_true", help="log every request (never the API key)")
+    sv.set_defaults(func=cmd_serve)
 
     lsh = sub.add_parser("lsh", help="print the LSH band/row choice and its S-curve for a threshold")
     lsh.add_argument("--threshold", type=float, default=0.5)

@@ -295,3 +295,32 @@ def _write_out(out: Path, ds: Dataset, raw: dict[str, Any], pred: set[tuple[str,
             for a, b in sorted(pairs):
                 s, summ, _ = link_of.get((a, b), ("", "", None))
                 w.writerow([a, b, s, summ, title(a), title(b)])
+
+
+FEEDBACK_COLUMNS = ("a", "b", "label", "decided_by", "decided_at", "score")
+
+
+def export_feedback(dsn: str, out: str | Path, *, table: str | None = None) -> int:
+    """Write moderators' decisions (``nearsync.pair_decisions``) as labelled pairs to a CSV file.
+
+    Columns: ``a``, ``b`` (record ids, canonical order), ``label`` (1: confirmed duplicate, 0:
+    dismissed as not a duplicate), ``decided_by``, ``decided_at`` (ISO 8601), ``score`` (the pair's
+    score 0-100 when decided, empty if unknown); oldest decision first.
+
+    Args:
+        dsn: the database holding the decisions. out: CSV path (overwritten). table: only this
+            tracked table (``schema.table``); None: all.
+    Returns:
+        The number of pairs written.
+    Raises:
+        psycopg.OperationalError: the database cannot be reached. OSError: ``out`` cannot be written.
+    """
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(query("feedback_pairs"), {"table": table}).fetchall()
+    with open(out, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(FEEDBACK_COLUMNS)
+        for _t, a, b, decision, by, at, score in rows:
+            w.writerow([a, b, 1 if decision == "duplicate" else 0, by, at.isoformat(),
+                        "" if score is None else round(float(score), 1)])
+    return len(rows)

@@ -1,0 +1,219 @@
+"""``POST /v1/dedup-set``: collapse near-duplicates inside a ranked result set (search results, a feed).
+
+Each item is compared by its sorted bottom-k shingle sketch (``sig["bottomk"]``, stored in the
+index) with :func:`daemon.signatures.bottomk_similar`, the merge comparison that stops as soon as
+the threshold is decided. Items are taken in ranking order; an item joins the first group whose
+first member (the one to keep) it is similar to, else it starts a group. Only pairs sharing at least
+one sketch value are compared (an estimate with no shared value is 0), found through a small
+inverted index of the group leaders' values, so a set of distinct items costs little more than the
+look-ups.
+
+Sketches of stored records are kept in an LRU :class:`SignatureCache` keyed by record id and
+document version, so a set seen again needs no index round trip.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from daemon.api.check import InvalidInput, build_document, validate_ad
+from daemon.backends.base import IndexBackend
+from daemon.signatures import SignatureParams, bottomk_similar
+
+
+class SignatureCache:
+    """LRU cache of bottom-k sketches: record id -> (document version, sketch, time cached).
+
+    A look-up with a version hits only that version; without one, an entry younger than ``ttl_s``
+    seconds hits (the index may have a newer version meanwhile: ``ttl_s`` bounds the staleness).
+
+    Args:
+        max_size: entries kept (least recently used dropped first). ttl_s: see above (seconds).
+    """
+
+    def __init__(self, max_size: int, ttl_s: float) -> None:
+        self.max_size = max_size
+        self.ttl_s = ttl_s
+        self._data: OrderedDict[str, tuple[int, tuple[int, ...], float]] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        """Entries held."""
+        return len(self._data)
+
+    def get(self, record_id: str, version: int | None, now: float) -> tuple[int, tuple[int, ...]] | None:
+        """``(version, sketch)`` if cached and fresh (see the class), else None. ``now``: monotonic seconds."""
+        e = self._data.get(record_id)
+        if e is None or (version is not None and e[0] != version) or (version is None and now - e[2] > self.ttl_s):
+            self.misses += 1
+            return None
+        self._data.move_to_end(record_id)
+        self.hits += 1
+        return e[0], e[1]
+
+    def put(self, record_id: str, version: int, sketch: tuple[int, ...], now: float) -> None:
+        """Store a sketch (replacing an older version), evicting the least recently used beyond ``max_size``."""
+        self._data[record_id] = (version, sketch, now)
+        self._data.move_to_end(record_id)
+        while len(self._data) > self.max_size:
+            self._data.popitem(last=False)
+
+
+def group_sketches(sketches: Sequence[Sequence[int]], threshold: float, k: int) -> list[list[int]]:
+    """Greedy leader grouping of sketches in ranking order.
+
+    Args:
+        sketches: sorted bottom-k sketches, one per item, in ranking order (may be empty).
+        threshold: bottom-k Jaccard threshold in (0, 1]. k: sketch size.
+    Returns:
+        Groups as lists of item positions, each in ranking order, groups ordered by their first
+        member; every item is in exactly one group (singletons included).
+    """
+    groups: list[list[int]] = []
+    leader_of_value: dict[int, list[int]] = {}  # sketch value -> group numbers whose leader holds it
+    for i, sk in enumerate(sketches):
+        seen: set[int] = set()
+        order: list[int] = []
+        for v in sk:
+            for g in leader_of_value.get(v, ()):
+                if g not in seen:
+                    seen.add(g)
+                    order.append(g)
+        joined = False
+        for g in sorted(order):
+            if bottomk_similar(sketches[groups[g][0]], sk, threshold, k):
+                groups[g].append(i)
+                joined = True
+                break
+        if not joined:
+            groups.append([i])
+            for v in sk:
+                leader_of_value.setdefault(v, []).append(len(groups) - 1)
+    return groups
+
+
+@dataclass
+class SetDeduplicator:
+    """Serves ``/v1/dedup-set`` for one table.
+
+    Args:
+        table: tracked table. backend: an opened backend. params: signature parameters (``bottomk_k``).
+        roles: configured field roles (for documents). cache: the signature cache.
+        max_set: most items per request. default_threshold: Jaccard threshold when none is given.
+        reject_unknown: unknown document keys are an error.
+    """
+
+    table: str
+    backend: IndexBackend
+    params: SignatureParams
+    roles: tuple[str, ...]
+    cache: SignatureCache
+    max_set: int = 200
+    default_threshold: float = 0.5
+    reject_unknown: bool = False
+
+    def _items(self, body: Any) -> tuple[str, list[Any], float]:
+        if not isinstance(body, dict):
+            raise InvalidInput("(body)", "must be a JSON object with ids or documents")
+        present = [k for k in ("ids", "documents") if k in body]
+        if len(present) != 1:
+            raise InvalidInput("ids", "give exactly one of ids or documents")
+        kind = present[0]
+        items = body[kind]
+        if not isinstance(items, list):
+            raise InvalidInput(kind, "must be a list")
+        if len(items) > self.max_set:
+            raise InvalidInput(kind, f"at most {self.max_set} items, got {len(items)}")
+        t = body.get("threshold", self.default_threshold)
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0.0 < float(t) <= 1.0:
+            raise InvalidInput("threshold", f"must be a number in (0, 1], got {t!r}")
+        if self.reject_unknown:
+            for key in body:
+                if key not in ("ids", "documents", "threshold"):
+                    raise InvalidInput(str(key), "unknown field (allowed: ids, documents, threshold)")
+        return kind, items, float(t)
+
+    async def _id_sketches(self, items: list[Any]) -> tuple[list[str], list[tuple[int, ...]], list[str], int]:
+        """Refs, sketches (empty for missing records), missing ids, and how many came from the cache."""
+        refs: list[str] = []
+        wanted: list[int | None] = []
+        for n, it in enumerate(items):
+            version: int | None = None
+            if isinstance(it, dict):
+                rid, version = it.get("id"), it.get("version")
+                if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+                    raise InvalidInput(f"ids[{n}].version", "must be an integer")
+            else:
+                rid = it
+            if isinstance(rid, bool) or not isinstance(rid, (str, int)):
+                raise InvalidInput(f"ids[{n}]", "must be a record id (string or integer) or {id, version}")
+            refs.append(str(rid))
+            wanted.append(version)
+        now = time.monotonic()
+        sketches: list[tuple[int, ...] | None] = []
+        todo: list[str] = []
+        for rid, version in zip(refs, wanted):
+            hit = self.cache.get(rid, version, now)
+            sketches.append(hit[1] if hit else None)
+            if hit is None:
+                todo.append(rid)
+        cached = len(refs) - len(todo)
+        missing: list[str] = []
+        if todo:
+            docs = await self.backend.get(self.table, sorted(set(todo)))
+            for rid, d in docs.items():
+                self.cache.put(rid, d.version, tuple(d.signature.get("bottomk") or ()), now)
+            for n, rid in enumerate(refs):
+                if sketches[n] is None:
+                    d = docs.get(rid)
+                    if d is None:
+                        missing.append(rid)
+                        sketches[n] = ()
+                    else:
+                        sketches[n] = tuple(d.signature.get("bottomk") or ())
+        return refs, [s or () for s in sketches], missing, cached
+
+    def _doc_sketches(self, items: list[Any]) -> tuple[list[Any], list[tuple[int, ...]]]:
+        refs: list[Any] = []
+        sketches: list[tuple[int, ...]] = []
+        for n, it in enumerate(items):
+            try:
+                fields, rid = validate_ad(it, self.roles, reject_unknown=self.reject_unknown, scope="global")
+            except InvalidInput as e:
+                raise InvalidInput(f"documents[{n}].{e.field}", e.message) from None
+            doc = build_document(self.table, fields, self.params, "global", rid)
+            refs.append(rid if rid is not None else n)
+            sketches.append(tuple(doc.signature.get("bottomk") or ()))
+        return refs, sketches
+
+    async def dedup(self, body: Any) -> dict[str, Any]:
+        """Group the near-duplicates of a set.
+
+        Args:
+            body: ``{"ids": [id | {"id", "version"}, ...]}`` or ``{"documents": [{role: value}, ...]}``
+                in ranking order, optional ``"threshold"`` (bottom-k Jaccard, (0, 1]).
+        Returns:
+            ``{"groups": [[ref, ...], ...]`` (near-duplicate groups of two or more, first member to
+            keep), ``"keep": [ref, ...]`` (first member of every group and every singleton, in ranking
+            order), ``"missing": [id, ...]`` (ids not in the index; kept, never grouped),
+            ``"threshold"``, ``"cached": int`` (sketches served from the cache)}. A ref is the record
+            id, or for a document without ``id`` its position in the list.
+        Raises:
+            InvalidInput: a bad body (the field is named). TransientIndexError: the index is unreachable.
+        """
+        kind, items, threshold = self._items(body)
+        missing: list[str] = []
+        cached = 0
+        if kind == "ids":
+            refs, sketches, missing, cached = await self._id_sketches(items)
+        else:
+            refs, sketches = self._doc_sketches(items)
+        groups = group_sketches(sketches, threshold, self.params.bottomk_k)
+        return {"groups": [[refs[i] for i in g] for g in groups if len(g) > 1],
+                "keep": [refs[g[0]] for g in sorted(groups, key=lambda g: g[0])],
+                "missing": missing, "threshold": threshold, "cached": cached}
