@@ -1,0 +1,167 @@
+"""The duplicates queue: decisions over HTTP, the dedup worker honouring dismissals, feedback export,
+and the page driven by a real headless browser (Debian chromium through Playwright)."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from daemon.api.moderation import word_diff
+from daemon.cli import main as cli_main
+from daemon.config import Settings
+from daemon.evaluate import export_feedback
+from tests.conftest import flags, running_indexer, running_worker, with_dedup
+from tests.test_api import CAMERA, CAMERA_EDIT, api_client, serve_process
+from tests.test_dedup import EDITED, ORIGINAL, add, settle
+
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture
+def msettings(settings: Settings) -> Settings:
+    """Dedup on, thresholds such that both test edits are potential duplicates (94.1 and 71.2)."""
+    return with_dedup(settings, duplicate_threshold=95.0, potential_threshold=60.0)
+
+
+async def two_potential_duplicates(s: Settings) -> dict[str, str]:
+    """A TV ad and a camera ad, each with an edited repost flagged potential_duplicate."""
+    async with running_indexer(s), running_worker(s):
+        ids = {"tv": await add(s.dsn, ORIGINAL, "now() - interval '2 days'"),
+               "cam": await add(s.dsn, CAMERA, "now() - interval '2 days'")}
+        ids["tv_edit"] = await add(s.dsn, EDITED, "now() - interval '1 day'")
+        ids["cam_edit"] = await add(s.dsn, CAMERA_EDIT)
+        await settle(s)
+    got = await flags(s.dsn)
+    assert got == {ids["tv_edit"]: ("potential_duplicate", ids["tv"]),
+                   ids["cam_edit"]: ("potential_duplicate", ids["cam"])}
+    return ids
+
+
+async def decisions(dsn: str) -> dict[tuple[str, str], tuple[Any, ...]]:
+    """``{(a, b): (decision, a_version, b_version, decided_by)}``."""
+    async with await psycopg.AsyncConnection.connect(dsn) as c:
+        cur = await c.execute("SELECT a, b, decision, a_version, b_version, decided_by FROM nearsync.pair_decisions")
+        return {(r[0], r[1]): r[2:] for r in await cur.fetchall()}
+
+
+async def doc_version(dsn: str, rid: str) -> int:
+    async with await psycopg.AsyncConnection.connect(dsn) as c:
+        cur = await c.execute("SELECT version FROM nearsync.documents WHERE record_id = %s", (rid,))
+        return int((await cur.fetchone())[0])  # type: ignore[index]
+
+
+async def test_confirm_dismiss_and_the_worker_skips_a_dismissed_pair(msettings: Settings, tmp_path: Path) -> None:
+    s = msettings
+    ids = await two_potential_duplicates(s)
+    async with api_client(s) as c:
+        page = (await c.get("/moderation")).text
+        assert page.index(f"Ad #{ids['cam_edit']}") < page.index(f"Ad #{ids['tv_edit']}")  # newest first
+        assert "<del>" in page and "<ins>" in page and "Per-field reasons" in page
+        only_tv = (await c.get("/moderation", params={"category": "tv"})).text
+        assert f"Ad #{ids['tv_edit']}" in only_tv and f"Ad #{ids['cam_edit']}" not in only_tv
+        high = (await c.get("/moderation", params={"min_score": "90"})).text
+        assert f"Ad #{ids['tv_edit']}" in high and f"Ad #{ids['cam_edit']}" not in high
+        form = {"record_id": ids["tv_edit"], "original_id": ids["tv"], "action": "confirm"}
+        r = await c.post("/moderation/decide", data=form, headers={"accept": "application/json"})
+        assert r.status_code == 422 and r.json()["field"] == "moderator"
+        r = await c.post("/moderation/decide", data=form, headers={"X-Moderator": "alice"})
+        assert r.status_code == 303 and "confirmed" in r.headers["location"]
+        r = await c.post("/moderation/decide", data={"record_id": ids["cam_edit"], "original_id": ids["tv"],
+                                                     "action": "dismiss", "moderator": "bob"},
+                         headers={"accept": "application/json"})
+        assert r.status_code == 409
+        r = await c.post("/moderation/decide", data={"record_id": ids["cam_edit"], "original_id": ids["cam"],
+                                                     "action": "dismiss", "moderator": "bob"},
+                         headers={"accept": "application/json", "origin": "http://evil.example"})
+        assert r.status_code == 403
+        r = await c.post("/moderation/decide", data={"record_id": ids["cam_edit"], "original_id": ids["cam"],
+                                                     "action": "dismiss", "moderator": "bob"},
+                         headers={"accept": "application/json"})
+        assert r.status_code == 200 and r.json()["decision"] == "not_duplicate"
+    got = await flags(s.dsn)
+    assert got == {ids["tv_edit"]: ("duplicate", ids["tv"])}
+    dec = await decisions(s.dsn)
+    assert dec[(ids["tv"], ids["tv_edit"])][0::3] == ("duplicate", "alice")
+    cam_v, cam_edit_v = await doc_version(s.dsn, ids["cam"]), await doc_version(s.dsn, ids["cam_edit"])
+    assert dec[(ids["cam"], ids["cam_edit"])] == ("not_duplicate", cam_v, cam_edit_v, "bob")
+
+    # the dismissal queued the record: the worker re-scores it, and the original too, without flagging
+    async with await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as c:
+        await c.execute("INSERT INTO nearsync.index_tracking (queue, table_name, record_id, op, seq) "
+                        "VALUES ('dedup', 'public.ads', %s, 'U', nextval('nearsync.change_seq'))", (ids["cam"],))
+    async with running_indexer(s), running_worker(s):
+        await settle(s)
+        assert ids["cam_edit"] not in await flags(s.dsn)
+        async with await psycopg.AsyncConnection.connect(s.dsn) as c:
+            cur = await c.execute("SELECT count(*) FROM nearsync.dedup_links WHERE a = %s AND b = %s",
+                                  (ids["cam"], ids["cam_edit"]))
+            assert (await cur.fetchone())[0] == 0  # type: ignore[index]
+        # an edit of the ad lifts the decision: flagged again
+        async with await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as c:
+            await c.execute("UPDATE ads SET price = 305 WHERE id = %s", (int(ids["cam_edit"]),))
+        await settle(s)
+    assert (await flags(s.dsn))[ids["cam_edit"]] == ("potential_duplicate", ids["cam"])
+
+    out = tmp_path / "feedback.csv"
+    assert export_feedback(s.dsn, out) == 2
+    rows = list(csv.DictReader(out.open()))
+    assert {(r["a"], r["b"], r["label"], r["decided_by"]) for r in rows} == {
+        (ids["tv"], ids["tv_edit"], "1", "alice"), (ids["cam"], ids["cam_edit"], "0", "bob")}
+    assert all(r["decided_at"] and float(r["score"]) > 60 for r in rows)
+    out2 = tmp_path / "cli.csv"
+    assert cli_main(["evaluate", "--feedback", str(out2), "--dsn", s.dsn]) == 0
+    assert out2.read_text() == out.read_text()
+
+
+def test_word_diff_escapes_and_marks_changed_words() -> None:
+    left, right = word_diff("Sony <b>TV</b> 40 inch", "Sony <b>TV</b> 42 inch boxed")
+    assert left == "Sony &lt;b&gt;TV&lt;/b&gt; <del>40</del> inch"
+    assert right == "Sony &lt;b&gt;TV&lt;/b&gt; <ins>42</ins> inch<ins> boxed</ins>"
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install chromium) — browser test skipped")
+async def test_queue_in_a_real_browser(msettings: Settings, tmp_path: Path) -> None:
+    pytest.importorskip("playwright", reason="playwright (Python package) not installed")
+    from playwright.async_api import async_playwright
+
+    s = msettings
+    ids = await two_potential_duplicates(s)
+    shot = tmp_path / "moderation.png"
+    with serve_process(s, tmp_path / "serve.log") as url:
+        async with async_playwright() as pw:
+            browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            try:
+                page = await browser.new_page(viewport={"width": 1366, "height": 900})
+                await page.goto(f"{url}/moderation?moderator=carol")
+                assert await page.locator("article.item").count() == 2
+                await page.screenshot(path=str(shot), full_page=False)
+                # keyboard: j focuses the first (newest: the camera repost), c confirms it
+                await page.keyboard.press("j")
+                focused = await page.evaluate("document.activeElement.dataset.record")
+                assert focused == ids["cam_edit"]
+                async with page.expect_navigation():
+                    await page.keyboard.press("c")
+                assert "confirmed" in await page.locator("p.status").inner_text()
+                assert await page.locator("article.item").count() == 1
+                # the mouse/Tab way: the real button of the remaining item
+                button = page.get_by_role("button", name="Not a duplicate")
+                await button.focus()
+                async with page.expect_navigation():
+                    await page.keyboard.press("Enter")
+                assert "dismissed" in await page.locator("p.status").inner_text()
+                assert await page.locator("article.item").count() == 0
+            finally:
+                await browser.close()
+    print(f"moderation screenshot: {shot}")
+    assert shot.stat().st_size > 10_000
+    assert await flags(s.dsn) == {ids["cam_edit"]: ("duplicate", ids["cam"])}
+    dec = await decisions(s.dsn)
+    assert dec[(ids["cam"], ids["cam_edit"])][0::3] == ("duplicate", "carol")
+    assert dec[(ids["tv"], ids["tv_edit"])][0::3] == ("not_duplicate", "carol")
