@@ -39,6 +39,9 @@ DECLARE
     old_cols  text;
     new_cols  text;
     upsert    text;
+    coalesce_pending text := 'ON CONFLICT (queue, table_name, record_id) DO UPDATE SET '
+        'op = excluded.op, seq = excluded.seq, changed_at = excluded.changed_at, '
+        'claimed_by = NULL, claimed_at = NULL, attempts = 0, not_before = NULL, last_error = NULL';
     missing   text;
 BEGIN
     SELECT string_agg(c, ', ') INTO missing FROM unnest(p_columns || p_id) AS c
@@ -59,9 +62,7 @@ BEGIN
                 %2$s
                 SELECT 'index', %3$L, n.%4$I::text, 'U', nextval('nearsync.change_seq'), clock_timestamp()
                 FROM new_rows n
-                ON CONFLICT (queue, table_name, record_id) DO UPDATE SET
-                    op = excluded.op, seq = excluded.seq, changed_at = excluded.changed_at,
-                    claimed_by = NULL, claimed_at = NULL, attempts = 0, not_before = NULL, last_error = NULL;
+                %7$s;
             ELSIF TG_OP = 'UPDATE' THEN
                 %2$s
                 SELECT 'index', %3$L, coalesce(n.%4$I, o.%4$I)::text,
@@ -69,16 +70,12 @@ BEGIN
                        nextval('nearsync.change_seq'), clock_timestamp()
                 FROM new_rows n FULL JOIN old_rows o ON o.%4$I = n.%4$I
                 WHERE n.%4$I IS NULL OR o.%4$I IS NULL OR ROW(%5$s) IS DISTINCT FROM ROW(%6$s)
-                ON CONFLICT (queue, table_name, record_id) DO UPDATE SET
-                    op = excluded.op, seq = excluded.seq, changed_at = excluded.changed_at,
-                    claimed_by = NULL, claimed_at = NULL, attempts = 0, not_before = NULL, last_error = NULL;
+                %7$s;
             ELSE
                 %2$s
                 SELECT 'index', %3$L, o.%4$I::text, 'D', nextval('nearsync.change_seq'), clock_timestamp()
                 FROM old_rows o
-                ON CONFLICT (queue, table_name, record_id) DO UPDATE SET
-                    op = excluded.op, seq = excluded.seq, changed_at = excluded.changed_at,
-                    claimed_by = NULL, claimed_at = NULL, attempts = 0, not_before = NULL, last_error = NULL;
+                %7$s;
             END IF;
             GET DIAGNOSTICS changed = ROW_COUNT;
             IF changed > 0 THEN
@@ -86,7 +83,7 @@ BEGIN
             END IF;
             RETURN NULL;
         END
-        $body$ $f$, fn, upsert, tname, p_id, old_cols, new_cols);
+        $body$ $f$, fn, upsert, tname, p_id, old_cols, new_cols, coalesce_pending);
 
     PERFORM nearsync.detach_table_triggers_only(p_table);
     EXECUTE format('CREATE TRIGGER nearsync_track_insert AFTER INSERT ON %s REFERENCING NEW TABLE AS new_rows '
