@@ -9,7 +9,8 @@ inverted index of the group leaders' values, so a set of distinct items costs li
 look-ups.
 
 Sketches of stored records are kept in an LRU :class:`SignatureCache` keyed by record id and
-document version, so a set seen again needs no index round trip.
+document version, so a set seen again needs no index round trip; the grouping of a set of ids is
+remembered too (keyed by every id with its version and the threshold, so it is exact).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from daemon.api.check import InvalidInput, build_document, validate_ad
@@ -67,6 +68,11 @@ class SignatureCache:
 def group_sketches(sketches: Sequence[Sequence[int]], threshold: float, k: int) -> list[list[int]]:
     """Greedy leader grouping of sketches in ranking order.
 
+    An item is compared with a group's leader by :func:`bottomk_similar` only when they share at
+    least ``threshold * min(k, max(len_a, len_b))`` sketch values (a C-speed set intersection): the
+    union sample holds at least that many values and the matches are a subset of the shared ones,
+    so pairs below it cannot reach the threshold (the filter is exact, not a heuristic).
+
     Args:
         sketches: sorted bottom-k sketches, one per item, in ranking order (may be empty).
         threshold: bottom-k Jaccard threshold in (0, 1]. k: sketch size.
@@ -75,25 +81,21 @@ def group_sketches(sketches: Sequence[Sequence[int]], threshold: float, k: int) 
         member; every item is in exactly one group (singletons included).
     """
     groups: list[list[int]] = []
-    leader_of_value: dict[int, list[int]] = {}  # sketch value -> group numbers whose leader holds it
+    leaders: list[tuple[frozenset[int], Sequence[int], int]] = []  # (value set, sketch, group number)
     for i, sk in enumerate(sketches):
-        seen: set[int] = set()
-        order: list[int] = []
-        for v in sk:
-            for g in leader_of_value.get(v, ()):
-                if g not in seen:
-                    seen.add(g)
-                    order.append(g)
         joined = False
-        for g in sorted(order):
-            if bottomk_similar(sketches[groups[g][0]], sk, threshold, k):
-                groups[g].append(i)
-                joined = True
-                break
+        if sk:
+            own = frozenset(sk)
+            for values, lsk, g in leaders:
+                need = threshold * min(k, max(len(sk), len(lsk)))
+                if len(own & values) >= need and bottomk_similar(lsk, sk, threshold, k):
+                    groups[g].append(i)
+                    joined = True
+                    break
+            if not joined:
+                leaders.append((own, sk, len(groups)))
         if not joined:
             groups.append([i])
-            for v in sk:
-                leader_of_value.setdefault(v, []).append(len(groups) - 1)
     return groups
 
 
@@ -116,6 +118,22 @@ class SetDeduplicator:
     max_set: int = 200
     default_threshold: float = 0.5
     reject_unknown: bool = False
+    results_kept: int = 4096
+    _results: OrderedDict[tuple[Any, ...], list[list[int]]] = field(default_factory=OrderedDict, repr=False)
+
+    def _grouped(self, key: tuple[Any, ...] | None, sketches: list[tuple[int, ...]], threshold: float) -> list[list[int]]:
+        """:func:`group_sketches`, remembered per ``key`` (ids with versions, threshold) in a small LRU."""
+        if key is not None:
+            hit = self._results.get(key)
+            if hit is not None:
+                self._results.move_to_end(key)
+                return hit
+        groups = group_sketches(sketches, threshold, self.params.bottomk_k)
+        if key is not None:
+            self._results[key] = groups
+            while len(self._results) > self.results_kept:
+                self._results.popitem(last=False)
+        return groups
 
     def _items(self, body: Any) -> tuple[str, list[Any], float]:
         if not isinstance(body, dict):
@@ -138,8 +156,9 @@ class SetDeduplicator:
                     raise InvalidInput(str(key), "unknown field (allowed: ids, documents, threshold)")
         return kind, items, float(t)
 
-    async def _id_sketches(self, items: list[Any]) -> tuple[list[str], list[tuple[int, ...]], list[str], int]:
-        """Refs, sketches (empty for missing records), missing ids, and how many came from the cache."""
+    async def _id_sketches(self, items: list[Any]) -> tuple[list[str], list[tuple[int, ...]], list[str], int,
+                                                            list[int | None]]:
+        """Refs, sketches (empty for missing records), missing ids, how many came from the cache, versions."""
         refs: list[str] = []
         wanted: list[int | None] = []
         for n, it in enumerate(items):
@@ -157,9 +176,11 @@ class SetDeduplicator:
         now = time.monotonic()
         sketches: list[tuple[int, ...] | None] = []
         todo: list[str] = []
+        versions: list[int | None] = []
         for rid, version in zip(refs, wanted):
             hit = self.cache.get(rid, version, now)
             sketches.append(hit[1] if hit else None)
+            versions.append(hit[0] if hit else None)
             if hit is None:
                 todo.append(rid)
         cached = len(refs) - len(todo)
@@ -176,7 +197,8 @@ class SetDeduplicator:
                         sketches[n] = ()
                     else:
                         sketches[n] = tuple(d.signature.get("bottomk") or ())
-        return refs, [s or () for s in sketches], missing, cached
+                        versions[n] = d.version
+        return refs, [s or () for s in sketches], missing, cached, versions
 
     def _doc_sketches(self, items: list[Any]) -> tuple[list[Any], list[tuple[int, ...]]]:
         refs: list[Any] = []
@@ -209,11 +231,13 @@ class SetDeduplicator:
         kind, items, threshold = self._items(body)
         missing: list[str] = []
         cached = 0
+        key: tuple[Any, ...] | None = None
         if kind == "ids":
-            refs, sketches, missing, cached = await self._id_sketches(items)
+            refs, sketches, missing, cached, versions = await self._id_sketches(items)
+            key = (threshold, *zip(refs, versions))
         else:
             refs, sketches = self._doc_sketches(items)
-        groups = group_sketches(sketches, threshold, self.params.bottomk_k)
+        groups = self._grouped(key, sketches, threshold)
         return {"groups": [[refs[i] for i in g] for g in groups if len(g) > 1],
                 "keep": [refs[g[0]] for g in sorted(groups, key=lambda g: g[0])],
                 "missing": missing, "threshold": threshold, "cached": cached}
