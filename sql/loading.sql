@@ -5,7 +5,7 @@ COPY public.ads (user_id, category, title, body, price, lat, lon, source, source
 
 -- name: ads_source_ids
 -- Map loaded records back to their keys (source:source_id -> ads.id).
-SELECT id::text, source, source_id FROM public.ads WHERE source IS NOT NULL;
+SELECT id::text, source, source_id FROM public.ads WHERE source_id IS NOT NULL;
 
 -- name: ads_has_rows
 SELECT EXISTS (SELECT 1 FROM public.ads LIMIT 1) AS busy;
