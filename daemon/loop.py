@@ -13,12 +13,19 @@ Modes (same code path, different flush trigger):
 Transient errors (database or index down) retry the batch in hand with exponential backoff
 (tenacity) and never acknowledge anything meanwhile; per-record errors are the handler's to report
 and go the dead-letter way. SIGTERM/SIGINT finish the batch in hand and return.
+
+Backpressure: in realtime mode the batch size adapts between a floor and a ceiling
+(:class:`BatchSizer`): it grows while batches come back full and fast (a deep queue) and halves
+when a batch takes longer than the target duration, so memory stays bounded by the ceiling whatever
+the backlog and latency stays near the target. ``last_loop_at`` and the systemd ``WATCHDOG=1`` ping
+are refreshed each time the loop turns: on wake/poll, after each batch and before each retry.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import statistics
 import time
@@ -40,6 +47,63 @@ from daemon.tracking import Claimed, Queue, enqueue, hold_worker_lock, register_
 
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     psycopg.OperationalError, PoolTimeout, TransientIndexError, ConnectionError, TimeoutError)
+
+
+def env_number(name: str, default: float) -> float:
+    """``float(os.environ[name])`` when set and a positive number, else ``default``."""
+    try:
+        value = float(os.environ.get(name, ""))
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+@dataclass
+class BatchSizer:
+    """Adaptive batch size: grow on full fast batches, shrink on slow ones.
+
+    Attributes:
+        limit: the current batch size (rows). floor / ceiling: its bounds (rows).
+        target_s: the batch duration (s) to hold; a batch slower than this halves ``limit``, a full
+            batch faster than ``target_s / 2`` grows it by half.
+    """
+
+    limit: int
+    floor: int
+    ceiling: int
+    target_s: float = 1.0
+
+    @classmethod
+    def for_batch_size(cls, batch_size: int) -> BatchSizer:
+        """Bounds around the configured ``batch_size``: floor ``batch_size // 10`` and ceiling
+        ``batch_size * 8`` (env ``NEARSYNC_BATCH_FLOOR``, ``NEARSYNC_BATCH_CEILING``), target 1 s
+        (``NEARSYNC_BATCH_TARGET_S``)."""
+        floor = int(env_number("NEARSYNC_BATCH_FLOOR", max(1, batch_size // 10)))
+        ceiling = max(floor, int(env_number("NEARSYNC_BATCH_CEILING", batch_size * 8)))
+        return cls(min(max(batch_size, floor), ceiling), floor, ceiling, env_number("NEARSYNC_BATCH_TARGET_S", 1.0))
+
+    def update(self, claimed: int, limit: int, duration_s: float) -> int:
+        """Adjust after a batch of ``claimed`` rows (claimed with ``limit``) that took ``duration_s``.
+
+        Returns:
+            the new limit.
+        """
+        if duration_s > self.target_s:
+            self.limit = max(self.floor, min(self.limit, limit) // 2)
+        elif claimed >= limit and duration_s < self.target_s / 2:
+            self.limit = min(self.ceiling, max(self.limit, limit + limit // 2, limit + 1))
+        return self.limit
+
+
+class LoopObserver(Protocol):
+    """What the loop reports to (see :class:`daemon.metrics.LoopMetrics`)."""
+
+    def observe_batch(self, *, claimed: int, done_lags_s: Sequence[float], failed: int, dead: int,
+                      counts: dict[str, int], duration_s: float, limit: int) -> None:
+        """One acknowledged batch."""
+
+    def observe_retry(self, error: BaseException) -> None:
+        """A whole-batch retry after a transient error."""
 
 
 @dataclass
@@ -94,6 +158,8 @@ class QueueLoop:
         self.ready = asyncio.Event()
         self.totals: dict[str, int] = {"batches": 0, "claimed": 0, "acked": 0, "failed": 0, "dead": 0}
         self.last_loop_at = time.monotonic()
+        self.sizer = BatchSizer.for_batch_size(settings.batch_size)
+        self.observer: LoopObserver | None = None
         self._pool = AsyncConnectionPool(dsn, min_size=1, max_size=2, open=False, timeout=10,
                                          kwargs={"autocommit": True}, check=AsyncConnectionPool.check_connection)
         self._notifier = sdnotify.SystemdNotifier()
@@ -146,8 +212,7 @@ class QueueLoop:
                 except TimeoutError:
                     woken = False
                 self.wake.clear()
-                self.last_loop_at = time.monotonic()
-                self._notifier.notify("WATCHDOG=1")
+                self.tick()
                 if self.stopping:
                     break
                 if self.settings.mode == "batch":
@@ -166,6 +231,19 @@ class QueueLoop:
             await self._pool.close()
             self._notifier.notify("STOPPING=1")
             self.log.info("stopped", **self.totals)
+
+    def tick(self) -> None:
+        """The loop turned: refresh ``last_loop_at`` and ping the systemd watchdog."""
+        self.last_loop_at = time.monotonic()
+        self._notifier.notify("WATCHDOG=1")
+
+    def _before_retry(self, rs: Any) -> None:
+        error = rs.outcome.exception() if rs.outcome else None
+        self.tick()
+        if error is not None and self.observer is not None:
+            self.observer.observe_retry(error)
+        self.log.warning("transient error, retrying", attempt=rs.attempt_number,
+                         error=f"{type(error).__name__}: {error}" if error is not None else None)
 
     async def _has_due(self) -> bool:
         """Whether anything is due on our queue (errors count as yes: the drain will retry)."""
@@ -218,13 +296,14 @@ class QueueLoop:
 
     async def drain(self, *, stop_when_stopping: bool = False) -> int:
         """Process batches until the queue has nothing due; returns rows claimed."""
-        limit = self.settings.batch_size if self.settings.mode == "realtime" else self.bulk_size
         total = 0
         while not (stop_when_stopping and self.stopping):
+            limit = self.sizer.limit if self.settings.mode == "realtime" else self.bulk_size
             n = await self.run_batch_with_retry(limit)
             total += n
             if n == 0:
                 break
+            self.tick()
         return total
 
     async def run_batch_with_retry(self, limit: int) -> int:
@@ -234,9 +313,7 @@ class QueueLoop:
             wait=wait_exponential(multiplier=self.settings.retry_backoff_s, max=30),
             stop=lambda _state: self.stopping,
             reraise=True,
-            before_sleep=lambda rs: self._notifier.notify("WATCHDOG=1") or self.log.warning(
-                "transient error, retrying", attempt=rs.attempt_number,
-                error=f"{type(rs.outcome.exception()).__name__}: {rs.outcome.exception()}" if rs.outcome else None),
+            before_sleep=self._before_retry,
         ):
             with attempt:
                 return await self.run_batch(limit)
@@ -269,7 +346,15 @@ class QueueLoop:
                     await enqueue(conn, self.next_queue, result.follow_up)
                 dead = await queue.fail(conn, result.failed) if result.failed else []
         now = time.time()
-        lags = [max(0.0, now - c.changed_at.timestamp()) * 1000 for c in result.done]
+        duration_s = time.perf_counter() - t0
+        lags_s = [max(0.0, now - c.changed_at.timestamp()) for c in result.done]
+        lags = [x * 1000 for x in lags_s]
+        if self.settings.mode == "realtime":
+            self.sizer.update(len(batch), limit, duration_s)
+        if self.observer is not None:
+            self.observer.observe_batch(claimed=len(batch), done_lags_s=lags_s, failed=len(result.failed),
+                                        dead=len(dead), counts=result.counts, duration_s=duration_s,
+                                        limit=self.sizer.limit if self.settings.mode == "realtime" else limit)
         self.totals["batches"] += 1
         self.totals["claimed"] += len(batch)
         self.totals["acked"] += len(result.done)
@@ -281,7 +366,7 @@ class QueueLoop:
             "batch", queue=queue.name, claimed=len(batch), acked=len(result.done), failed=len(result.failed),
             dead_lettered=len(dead), **result.counts,
             claim_ms=round((t_claim - t0) * 1000, 1), process_ms=round((t_proc - t_claim) * 1000, 1),
-            total_ms=round((time.perf_counter() - t0) * 1000, 1),
+            total_ms=round(duration_s * 1000, 1), next_limit=self.sizer.limit,
             lag_p50_ms=round(statistics.median(lags), 1) if lags else None,
             lag_max_ms=round(max(lags), 1) if lags else None)
         if result.failed:

@@ -1,0 +1,181 @@
+"""``/metrics``, ``/healthz`` and ``/readyz`` on one HTTP port for the daemon and the worker.
+
+* ``/metrics``: Prometheus text format (:class:`daemon.metrics.LoopMetrics`); the database-wide
+  gauges are re-read at most once a second, on scrape.
+* ``/healthz``: 200 while the process is alive and its loop turns (``QueueLoop.last_loop_at``
+  younger than ``max_stall_s``, env ``NEARSYNC_HEALTH_MAX_STALL_S``, default 60 s), else 503. The
+  loop turns on every wake/poll, after every batch and before every retry, so a daemon waiting out
+  a database outage is healthy but not ready.
+* ``/readyz``: 200 when the database answers, the index answers, and the oldest pending change on
+  the loop's queue is younger than ``max_lag_s`` (env ``NEARSYNC_READY_MAX_LAG_S``, default 60 s),
+  else 503. The body is JSON naming each check.
+
+The port comes from ``--metrics-port`` or ``NEARSYNC_METRICS_PORT`` (default: off); the address
+from ``NEARSYNC_METRICS_HOST`` (default ``0.0.0.0``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from aiohttp import web
+
+from daemon.backends.base import IndexBackend
+from daemon.logs import get_logger
+from daemon.loop import QueueLoop, env_number
+from daemon.metrics import LoopMetrics
+
+log = get_logger("nearsync.health")
+
+
+def metrics_port_from(flag: int | None) -> int | None:
+    """The metrics port: ``flag`` if given, else ``NEARSYNC_METRICS_PORT``, else ``None`` (off).
+
+    Raises:
+        ValueError: ``NEARSYNC_METRICS_PORT`` is not an integer.
+    """
+    if flag is not None:
+        return flag
+    raw = os.environ.get("NEARSYNC_METRICS_PORT", "").strip()
+    return int(raw) if raw else None
+
+
+@dataclass
+class HealthServer:
+    """The HTTP endpoints of one queue loop.
+
+    Args:
+        loop: the queue loop (``last_loop_at``, ``ready``, ``queue_name``); its ``observer`` is set
+            to ``metrics``.
+        metrics: the loop's metrics.
+        dsn: database DSN for the readiness and gauge queries (never logged).
+        backend: the opened index backend, probed by ``/readyz``.
+        table: ``schema.table`` counted in the index as the index probe.
+        max_lag_s / max_stall_s: readiness lag bound and liveness stall bound (s).
+        timeout_s: per-check timeout (s).
+    """
+
+    loop: QueueLoop
+    metrics: LoopMetrics
+    dsn: str
+    backend: IndexBackend
+    table: str
+    max_lag_s: float = field(default_factory=lambda: env_number("NEARSYNC_READY_MAX_LAG_S", 60.0))
+    max_stall_s: float = field(default_factory=lambda: env_number("NEARSYNC_HEALTH_MAX_STALL_S", 60.0))
+    timeout_s: float = 3.0
+    port: int = 0
+    _runner: web.AppRunner | None = None
+    _last: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.loop.observer = self.metrics
+
+    async def start(self, port: int, host: str | None = None) -> int:
+        """Listen on ``host:port`` (port 0: any free port); returns the bound port.
+
+        Raises:
+            OSError: the port is taken.
+        """
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host or os.environ.get("NEARSYNC_METRICS_HOST", "0.0.0.0"), port)
+        await site.start()
+        server = site._server  # noqa: SLF001 - aiohttp exposes the bound sockets only here
+        sockets = getattr(server, "sockets", None) or []
+        self.port = int(sockets[0].getsockname()[1]) if sockets else port
+        log.info("metrics and health endpoints listening", port=self.port)
+        return self.port
+
+    async def stop(self) -> None:
+        """Stop serving."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _refresh(self) -> dict[str, Any]:
+        """Re-read the database gauges (at most once a second); raises on database errors."""
+        if self._last and time.monotonic() - self.metrics.refreshed_at < 1.0:
+            return self._last
+        async with await psycopg.AsyncConnection.connect(self.dsn, autocommit=True,
+                                                         connect_timeout=max(1, int(self.timeout_s))) as conn:
+            self._last = await self.metrics.refresh(conn)
+        return self._last
+
+    def healthy(self) -> tuple[bool, dict[str, Any]]:
+        """Liveness: ``(ok, details)`` with the seconds since the loop last turned."""
+        age = time.monotonic() - self.loop.last_loop_at
+        return age < self.max_stall_s, {"last_loop_age_s": round(age, 3), "max_stall_s": self.max_stall_s}
+
+    async def ready(self) -> tuple[bool, dict[str, Any]]:
+        """Readiness: ``(ok, details)`` with one entry per check (database, index, lag, loop)."""
+        checks: dict[str, Any] = {"loop": self.loop.ready.is_set()}
+        try:
+            figures = await asyncio.wait_for(self._refresh(), self.timeout_s)
+            checks["database"] = True
+            lag = float(figures["queues"].get(self.loop.queue_name, {}).get("oldest_age_s", 0.0))
+            checks["lag_s"] = round(lag, 3)
+            checks["lag_ok"] = lag < self.max_lag_s
+        except Exception as e:  # noqa: BLE001 - any failure means not ready
+            checks["database"] = False
+            checks["database_error"] = type(e).__name__
+            checks["lag_ok"] = False
+        try:
+            await asyncio.wait_for(self.backend.count(self.table), self.timeout_s)
+            checks["index"] = True
+        except Exception as e:  # noqa: BLE001
+            checks["index"] = False
+            checks["index_error"] = type(e).__name__
+        ok = bool(checks["loop"] and checks["database"] and checks["index"] and checks["lag_ok"])
+        return ok, checks | {"max_lag_s": self.max_lag_s}
+
+    async def _metrics(self, _request: web.Request) -> web.Response:
+        self.metrics.observe_loop(self.loop.last_loop_at)
+        try:
+            await asyncio.wait_for(self._refresh(), self.timeout_s)
+        except Exception:  # noqa: BLE001 - serve the last known gauges while the database is down
+            pass
+        return web.Response(body=self.metrics.render(), headers={"Content-Type": "text/plain; version=0.0.4"})
+
+    async def _healthz(self, _request: web.Request) -> web.Response:
+        ok, details = self.healthy()
+        return _json(ok, details)
+
+    async def _readyz(self, _request: web.Request) -> web.Response:
+        ok, details = await self.ready()
+        return _json(ok, details)
+
+
+def _json(ok: bool, details: dict[str, Any]) -> web.Response:
+    return web.Response(status=200 if ok else 503, content_type="application/json",
+                        text=json.dumps({"ok": ok, **details}))
+
+
+@asynccontextmanager
+async def serving(loop: QueueLoop, dsn: str, backend: IndexBackend, table: str,
+                  port: int | None) -> AsyncIterator[HealthServer | None]:
+    """Serve the endpoints of ``loop`` on ``port`` for the duration of the block (``None``: off).
+
+    Yields:
+        the running :class:`HealthServer`, or ``None`` when ``port`` is ``None``.
+    """
+    if port is None:
+        yield None
+        return
+    server = HealthServer(loop, LoopMetrics(loop.queue_name), dsn, backend, table)
+    await server.start(port)
+    try:
+        yield server
+    finally:
+        await server.stop()

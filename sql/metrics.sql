@@ -1,0 +1,35 @@
+-- Observability: figures read by /metrics, /readyz and the chaos/hygiene checks (daemon.metrics,
+-- daemon.health). Queue figures reuse tracking.sql's queue_status and dead_letter_count.
+
+-- name: notification_queue_usage
+-- Fraction (0..1) of the server's NOTIFY queue in use; near 1 means listeners are not keeping up.
+SELECT pg_notification_queue_usage()::float8 AS usage;
+
+-- name: tracking_size
+-- On-disk size of the tracking table with its indexes and TOAST (bytes), and its row count.
+SELECT pg_total_relation_size('nearsync.index_tracking')::bigint AS bytes,
+       (SELECT count(*) FROM nearsync.index_tracking)::bigint AS rows;
+
+-- Checks of the chaos suite (bench/chaos) and the hygiene test.
+
+-- name: pending_for_record
+-- Tracking rows (either queue) still pending for one record.
+SELECT count(*)::bigint AS n FROM nearsync.index_tracking
+WHERE table_name = %(table)s AND record_id = %(record_id)s;
+
+-- name: pending_total
+SELECT count(*)::bigint AS n FROM nearsync.index_tracking;
+
+-- name: dead_letter_ids
+SELECT queue, record_id FROM nearsync.dead_letters WHERE table_name = %(table)s;
+
+-- name: dedup_reset
+-- Forget every link, cluster and flag of a table, then put each live document on the dedup queue
+-- (a clean single-worker rerun to compare against).
+WITH l AS (DELETE FROM nearsync.dedup_links WHERE table_name = %(table)s),
+     f AS (DELETE FROM nearsync.duplicate_flags WHERE table_name = %(table)s),
+     c AS (DELETE FROM nearsync.clusters WHERE table_name = %(table)s)
+INSERT INTO nearsync.index_tracking AS t (queue, table_name, record_id, op, seq, changed_at)
+SELECT 'dedup', d.table_name, d.record_id, 'U', nextval('nearsync.change_seq'), clock_timestamp()
+FROM nearsync.documents d WHERE d.table_name = %(table)s AND NOT d.deleted
+ON CONFLICT (queue, table_name, record_id) DO NOTHING;
