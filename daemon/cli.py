@@ -70,24 +70,37 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 async def cmd_run(args: argparse.Namespace) -> int:
+    from daemon.health import metrics_port_from, serving
     from daemon.service import build_indexer, opened_backend
 
     settings = _settings(args)
     async with opened_backend(settings) as backend:
         indexer = await build_indexer(settings, backend)
         indexer.loop.install_signal_handlers()
-        await indexer.loop.run()
+        async with serving(indexer.loop, settings.require_dsn(), backend, indexer.table.name,
+                           metrics_port_from(args.metrics_port)):
+            await indexer.loop.run()
     return 0
 
 
 async def cmd_dedup(args: argparse.Namespace) -> int:
+    from daemon.health import metrics_port_from, serving
     from daemon.service import build_worker, opened_backend
 
     settings = _settings(args)
     async with opened_backend(settings) as backend:
         loop = await build_worker(settings, backend)
         loop.install_signal_handlers()
-        await loop.run()
+        async with serving(loop, settings.require_dsn(), backend, settings.source.qualified,
+                           metrics_port_from(args.metrics_port)):
+            await loop.run()
+    return 0
+
+
+def cmd_grant_role(args: argparse.Namespace) -> int:
+    from daemon.roles import grant_role
+
+    _print(grant_role(_settings(args), args.role), args.json)
     return 0
 
 
@@ -106,11 +119,20 @@ async def cmd_status(args: argparse.Namespace) -> int:
 
 
 async def cmd_reindex(args: argparse.Namespace) -> int:
-    from daemon.reindex import reindex, verify
+    from daemon.backends.base import PermanentIndexError
+    from daemon.reindex import reindex, rollback, verify
     from daemon.service import opened_backend
 
     settings = _settings(args)
     async with opened_backend(settings) as backend:
+        if args.rollback:
+            try:
+                report = await rollback(settings, backend, page_size=args.page_size, progress=not args.no_progress)
+            except PermanentIndexError as e:
+                print(f"nearsync: cannot roll back: {e}", file=sys.stderr)
+                return EXIT_PROBLEM
+            _print(report, args.json)
+            return 0
         if args.verify or args.repair:
             report = await verify(settings, backend, sample=args.sample, repair=args.repair)
             _print(report, args.json)
@@ -254,6 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--window", help="batch window, e.g. 10s, 500ms, 2m ([daemon] window_s)")
     r.add_argument("--batch-size", type=int, help="rows per micro-batch ([daemon] batch_size, default 500)")
     r.add_argument("--backend", choices=["postgres", "elasticsearch", "opensearch"], help="index backend")
+    r.add_argument("--metrics-port", type=int, help="serve /metrics, /healthz, /readyz on this port "
+                                                    "(default: $NEARSYNC_METRICS_PORT, else off)")
     r.set_defaults(func=cmd_run, is_async=True)
 
     w = sub.add_parser("dedup", parents=[common], help="run the dedup worker (candidates, scoring, flags, clusters)",
@@ -265,7 +289,17 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--window", help="batch window, e.g. 10s")
     w.add_argument("--batch-size", type=int, help="records per micro-batch")
     w.add_argument("--backend", choices=["postgres", "elasticsearch", "opensearch"], help="index backend")
+    w.add_argument("--metrics-port", type=int, help="serve /metrics, /healthz, /readyz on this port "
+                                                    "(default: $NEARSYNC_METRICS_PORT, else off)")
     w.set_defaults(func=cmd_dedup, is_async=True)
+
+    g = sub.add_parser("grant-role", parents=[common], help="create/grant the daemon's least-privilege role",
+                       description="Create ROLE (LOGIN) if missing and grant it SELECT on the tracked table and "
+                                   "read/write on the nearsync schema's tables and sequences, nothing else. "
+                                   "The password comes from $NEARSYNC_ROLE_PASSWORD (never logged). Run as the "
+                                   "owner of the schema; then run the daemon with a DSN for ROLE.")
+    g.add_argument("role", help="role name")
+    g.set_defaults(func=cmd_grant_role)
 
     s = sub.add_parser("status", parents=[common], help="lag, pending changes, dead letters, indexed count")
     s.add_argument("--backend", choices=["postgres", "elasticsearch", "opensearch"])
@@ -274,9 +308,14 @@ def build_parser() -> argparse.ArgumentParser:
     x = sub.add_parser("reindex", parents=[common], help="full rebuild of the index (resumable), or verify/repair",
                        description="Rebuild the index from the table by keyset pagination, with a progress bar. "
                                    "Interrupted runs resume from the last checkpointed key (--restart to start "
-                                   "over). Changes made meanwhile are not lost. --verify reports drift "
-                                   "(exit 1 if any); --repair fixes it.")
+                                   "over). Changes made meanwhile are not lost. On elasticsearch/opensearch "
+                                   "it builds a new index version <alias>_v{N} while running daemons "
+                                   "dual-write to it, then swaps the alias atomically and keeps "
+                                   "index.keep_versions versions (--rollback goes back one). --verify "
+                                   "reports drift (exit 1 if any); --repair fixes it.")
     x.add_argument("--verify", action="store_true", help="compare index and table, report drift")
+    x.add_argument("--rollback", action="store_true",
+                   help="search backends: point the alias back at the previous kept version and catch it up")
     x.add_argument("--repair", action="store_true", help="verify, then fix the drift")
     x.add_argument("--sample", type=int, default=200, help="documents compared field by field (verify)")
     x.add_argument("--page-size", type=int, default=5000, help="rows per page (default 5000)")
