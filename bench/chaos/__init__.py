@@ -1,0 +1,1 @@
+"""Chaos suite for nearsync: see bench/chaos/run.py."""
