@@ -1,0 +1,45 @@
+"""The chaos suite (bench/chaos/run.py) with real daemons, workers and PostgreSQL restarts.
+
+The short run (about 1–2 minutes: two kill -9 of a daemon, two of a worker, a fast and an immediate
+PostgreSQL restart, poison records, two daemons and two workers) is part of the default suite; the
+soak (10 minutes, 20 faults of each kind) is ``slow`` (``-m slow`` or ``NEARSYNC_SLOW=1``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.chaos.run import ChaosConfig, Report, run_chaos
+from tests.test_hygiene import slow_enabled
+
+
+def check(report: Report, cfg: ChaosConfig) -> None:
+    """The invariants of a chaos run (printed first, so a failure shows the figures)."""
+    print(json.dumps(report.summary(), indent=2))
+    assert report.changes_applied > 0 and report.poison_inserted > 0
+    assert report.faults == {k: cfg.faults_per_kind for k in cfg.kinds()}
+    assert report.pending_after_drain == 0
+    assert report.lost_changes == 0, report.lost_detail
+    assert report.poison_not_dead_lettered == 0
+    assert report.dead_letters >= report.poison_inserted
+    assert report.flags > 0
+    assert report.duplicate_flags == 0
+    # Not asserted: stale_flags and flags_*_vs_clean. The dedup engine's result depends on processing
+    # order when linked records change concurrently (seen with no fault injected); bench/chaos/run.py.
+
+
+async def test_chaos_short_loses_nothing_and_flags_nothing_twice(tmp_path: Path) -> None:
+    cfg = ChaosConfig(duration_s=40, faults_per_kind=2, seed=3, rate=100, work_dir=tmp_path)
+    check(await run_chaos(cfg), cfg)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+async def test_chaos_soak(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    if not slow_enabled(request.config):
+        pytest.skip("slow: run with -m slow or NEARSYNC_SLOW=1")
+    cfg = ChaosConfig(duration_s=600, faults_per_kind=20, seed=11, rate=120, work_dir=tmp_path)
+    check(await run_chaos(cfg), cfg)
