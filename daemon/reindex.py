@@ -7,6 +7,23 @@ waits on the page's upsert of its tracking row and then gets a newer sequence, o
 by the page's processing, so an older read can never overwrite a newer change. The last key done
 is checkpointed in ``nearsync.job_checkpoints``, so an interrupted reindex resumes where it stopped.
 
+On the PostgreSQL backend the rebuild is in place. On the search backends (Elasticsearch,
+OpenSearch) it is a zero-downtime rebuild into a new index version (see :mod:`daemon.search_admin`):
+
+1. ``begin_rebuild`` creates ``<alias>_v{N+1}`` and points ``<alias>_next`` at it (resuming reuses
+   the version ``<alias>_next`` already points to; starting over deletes it first);
+2. every process writing through a search backend re-reads the aliases before each bulk write, so
+   running daemons dual-write live changes to the live version and the new one from their next
+   batch on (no waiting, no notification needed), and so does this process while it drains pages;
+3. every page goes through the queue as above, written to both versions with fresh sequences;
+4. ``finish_rebuild`` moves the alias to the new version and drops ``<alias>_next`` in one atomic
+   ``_aliases`` request: readers see the old or the new version, never an error or a mix;
+5. documents with no active row are removed and versions beyond ``index.keep_versions`` (default 2)
+   are deleted, keeping the previous one for :func:`rollback`.
+
+Documents are never cleared and rewritten in place on a search backend (``delete_by_query`` leaves
+tombstones that would make the rewrite stale): ``from_scratch`` is implied by the new version.
+
 ``verify`` compares table and index (counts, ids both ways, and a sample of documents' fields);
 ``repair`` queues what differs (missing → upsert, orphaned → delete, drifted → upsert) and drains.
 """
@@ -22,8 +39,10 @@ import psycopg
 from psycopg.rows import dict_row
 from tqdm import tqdm
 
+from daemon import search_admin
 from daemon.backends.base import IndexBackend
 from daemon.config import Settings
+from daemon.errors import ConfigError
 from daemon.queries import query
 from daemon.service import build_indexer
 from daemon.tables import SourceTable, load_rows
@@ -34,20 +53,60 @@ def _job(table: SourceTable) -> str:
     return f"reindex:{table.name}"
 
 
+def search_backend(backend: IndexBackend) -> Any | None:
+    """``backend`` if it is a search backend (versioned indices behind an alias), else None."""
+    try:
+        from daemon.backends.search_common import SearchBackend
+    except ImportError:  # pragma: no cover - search backends not installed
+        return None
+    return backend if isinstance(backend, SearchBackend) else None
+
+
+async def _refresh(backend: IndexBackend) -> None:
+    """Make recent writes visible to search where the backend needs it (search backends); recreate
+    the alias first if the index was wiped (so that reading it reports drift instead of failing)."""
+    search = search_backend(backend)
+    if search is not None:
+        await search.refresh_write_targets()
+        await search.refresh()
+
+
+async def _begin_version(search: Any, *, resume: bool) -> tuple[str, bool]:
+    """The version index to build into, and whether it is resumed (``<alias>_next`` reused)."""
+    client, alias = search.client, search.alias
+    if resume:
+        live = set(await search_admin.alias_indices(client, alias))
+        building = [i for i in await search_admin.alias_indices(client, search_admin.next_alias(alias))
+                    if i not in live]
+        if len(building) == 1:
+            return building[0], True
+    await search_admin.abandon_rebuild(client, alias)
+    return await search_admin.begin_rebuild(client, alias), False
+
+
 async def reindex(settings: Settings, backend: IndexBackend, *, page_size: int = 5000, resume: bool = True,
                   from_scratch: bool = False, progress: bool = True,
-                  on_page: Callable[[int], Any] | None = None) -> dict[str, Any]:
+                  on_page: Callable[[int], Any] | None = None, versioned: bool | None = None) -> dict[str, Any]:
     """Rebuild the index of the source table; resumable. Returns counts and rate (rows/s).
 
     Args:
         page_size: rows queued and drained per page.
         resume: continue from the checkpoint if one exists (else start over).
-        from_scratch: clear the table's documents first (implies not resuming).
+        from_scratch: clear the table's documents first (implies not resuming). Ignored on search
+            backends, which always build a new version.
         progress: show a tqdm bar (rows, rows/s, ETA) on stderr.
         on_page: called with the number of rows done after each page (tests use it to interrupt).
+        versioned: build a new index version and swap the alias (default: when ``backend`` is a
+            search backend); False rewrites in place (what :func:`rollback` uses to catch up).
+
+    Returns:
+        ``{"table", "rows", "orphans_removed", "seconds", "rows_per_s", "indexed"}``; on a versioned
+        rebuild also ``"index"`` (the new live version), ``"previous"`` (the versions the alias
+        pointed to before), ``"pruned"`` (deleted versions) and ``"resumed_version"``.
 
     Raises:
-        SchemaError, ConfigError, psycopg.OperationalError.
+        SchemaError, ConfigError, psycopg.OperationalError; TransientIndexError /
+        PermanentIndexError from the search server's alias administration.
     """
     indexer = await build_indexer(settings, backend)
     table, loop = indexer.table, indexer.loop
@@ -59,12 +118,22 @@ async def reindex(settings: Settings, backend: IndexBackend, *, page_size: int =
         total = int((await cur.fetchone() or {"n": 0})["n"])
         await cur.execute(query("checkpoint_get"), {"job": _job(table)})
         cp = await cur.fetchone()
+        search = search_backend(backend) if versioned is not False else None
+        if versioned and search is None:
+            raise ConfigError("index.backend", "a versioned rebuild needs a search backend")
         if from_scratch or not resume or cp is None:
             last_key, done = None, 0
-            if from_scratch:
+            if from_scratch and search is None:
                 await backend.clear(table.name)
         else:
             last_key, done = cp["last_key"], int(cp["done"])
+        extra: dict[str, Any] = {}
+        if search is not None:
+            target, resumed = await _begin_version(search, resume=last_key is not None)
+            if not resumed:
+                last_key, done = None, 0
+            await search.refresh_write_targets()  # this process dual-writes from its first page
+            extra = {"index": target, "resumed_version": resumed}
         bar = tqdm(total=total, initial=min(done, total), unit="rows", disable=not progress, desc="reindex",
                    dynamic_ncols=True)
         async with loop.session():
@@ -84,16 +153,51 @@ async def reindex(settings: Settings, backend: IndexBackend, *, page_size: int =
                                                             "done": done, "total": total})
                 if on_page is not None:
                     on_page(done)
+            if search is not None:
+                await search.refresh()
+                extra["previous"] = await search_admin.finish_rebuild(search.client, search.alias, extra["index"])
+                await search.refresh_write_targets()
+            await _refresh(backend)
             orphans = await _orphans(conn, table, backend)
             if orphans:
                 await _enqueue_fresh(conn, table, [(rid, "D") for rid in orphans])
                 await loop.drain()
         bar.close()
         await cur.execute(query("checkpoint_delete"), {"job": _job(table)})
+    if search is not None:
+        extra["pruned"] = await search_admin.prune_versions(search.client, search.alias, search.options.keep_versions)
     elapsed = time.perf_counter() - t0
+    await _refresh(backend)
     return {"table": table.name, "rows": done, "orphans_removed": len(orphans), "seconds": round(elapsed, 2),
             "rows_per_s": round(done / elapsed, 1) if elapsed > 0 else None,
-            "indexed": await backend.count(table.name)}
+            "indexed": await backend.count(table.name), **extra}
+
+
+async def rollback(settings: Settings, backend: IndexBackend, *, page_size: int = 5000,
+                   progress: bool = True) -> dict[str, Any]:
+    """Point the search alias back at the previous kept version, then bring that version up to date.
+
+    The swap is atomic (one ``_aliases`` request). The previous version lacks the changes made since
+    it stopped being live, so an in-place pass (:func:`reindex` with ``versioned=False``: every row
+    queued with a fresh sequence, orphans deleted) catches it up; until it finishes, readers may see
+    documents as of the previous version.
+
+    Returns:
+        ``{"index": the version now live, "previous": versions the alias pointed to before,
+        "catch_up": the report of the in-place pass}``.
+
+    Raises:
+        ConfigError: ``backend`` is not a search backend. PermanentIndexError: no older version kept.
+        SchemaError, psycopg.OperationalError, TransientIndexError.
+    """
+    search = search_backend(backend)
+    if search is None:
+        raise ConfigError("index.backend", "--rollback needs a search backend (elasticsearch or opensearch)")
+    target = await search_admin.rollback_target(search.client, search.alias)
+    previous = await search_admin.swap_alias(search.client, search.alias, target.name)
+    await search.refresh_write_targets()
+    report = await reindex(settings, backend, page_size=page_size, resume=False, progress=progress, versioned=False)
+    return {"index": target.name, "previous": previous, "catch_up": report}
 
 
 async def _enqueue_fresh(conn: psycopg.AsyncConnection[Any], table: SourceTable, items: list[tuple[str, str]]) -> None:
@@ -147,6 +251,7 @@ async def verify(settings: Settings, backend: IndexBackend, *, sample: int = 200
     inactive: set[str] = set()
     sampled = 0
     rows_seen = 0
+    await _refresh(backend)  # search backends: make every write so far visible to search
     async with await psycopg.AsyncConnection.connect(settings.require_dsn(), autocommit=True) as conn:
         last: str | None = None
         while True:

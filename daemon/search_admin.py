@@ -8,8 +8,8 @@ template ``A_template`` (pattern ``A_v*``). Every function takes the backend's c
 A rebuild (``reindex``), without losing writes made meanwhile::
 
     new = await begin_rebuild(backend.client, backend.alias)   # A_v{N+1}, alias A_next -> it
-    # daemons pick up A_next within TARGETS_TTL_S (or call backend.refresh_write_targets(), or
-    # backend.set_extra_write_targets([new]) in-process) and dual-write to A and to `new`;
+    # every daemon re-reads the aliases before each bulk write (SearchBackend.refresh_write_targets),
+    # so from its next batch on it dual-writes to A and to `new` (or set_extra_write_targets([new]));
     # ... bulk-load every record into `new` with the same external versions (older copies
     #     arriving after a newer live write come back 409 and are harmless) ...
     await finish_rebuild(backend.client, backend.alias, new)   # atomic: A -> new, A_next removed
@@ -103,8 +103,13 @@ async def ensure_index(client: SearchClient, alias: str) -> str:
 
 
 async def list_versions(client: SearchClient, alias: str) -> list[IndexVersion]:
-    """Every ``{alias}_v<N>`` index, oldest first, with whether the alias points to it."""
-    res = await client.request("GET", f"/{alias}_v*/_alias")
+    """Every ``{alias}_v<N>`` index, oldest first, with whether the alias points to it (``[]`` if none)."""
+    try:
+        res = await client.request("GET", f"/{alias}_v*/_alias")
+    except SearchHTTPError as e:
+        if e.status == 404:
+            return []
+        raise
     pat = re.compile(rf"^{re.escape(alias)}_v(\d+)$")
     out: list[IndexVersion] = []
     for name, info in res.items():
@@ -181,3 +186,37 @@ async def finish_rebuild(client: SearchClient, alias: str, new: str) -> list[str
     actions += [{"remove": {"index": i, "alias": nxt}} for i in await alias_indices(client, nxt)]
     await client.request("POST", "/_aliases", {"actions": actions})
     return old
+
+
+async def abandon_rebuild(client: SearchClient, alias: str) -> list[str]:
+    """Remove the rebuild alias and delete the indices it pointed to (never a live one).
+
+    Used when a rebuild is started over: the half-built version would otherwise count as a kept
+    version and push the previous live one out of :func:`prune_versions`. Returns the deleted names.
+    """
+    nxt = next_alias(alias)
+    live = set(await alias_indices(client, alias))
+    doomed = [i for i in await alias_indices(client, nxt) if i not in live]
+    if doomed:
+        await client.request("POST", "/_aliases", {"actions": [{"remove": {"index": i, "alias": nxt}} for i in doomed]})
+        for i in doomed:
+            await client.request("DELETE", f"/{i}")
+    return doomed
+
+
+async def rollback_target(client: SearchClient, alias: str) -> IndexVersion:
+    """The kept version to roll back to: the newest one older than the live version, not being rebuilt.
+
+    Raises:
+        PermanentIndexError: no live version, or no older version kept (see ``keep_versions``).
+    """
+    versions = await list_versions(client, alias)
+    live = [v for v in versions if v.live]
+    if len(live) != 1:
+        raise PermanentIndexError(f"alias {alias!r} must point to exactly one version to roll back, points to "
+                                  f"{[v.name for v in live]}")
+    older = [v for v in versions if v.number < live[0].number and next_alias(alias) not in v.aliases]
+    if not older:
+        raise PermanentIndexError(f"no older version of {alias!r} is kept to roll back to "
+                                  f"(versions: {[v.name for v in versions]})")
+    return older[-1]

@@ -9,7 +9,12 @@ from :mod:`daemon.backends.search_bodies`; the adapters (:mod:`daemon.backends.e
 
 Writes go to the alias (``options.index``) with external versions, plus to any *extra write targets*
 (dual write during a rebuild, see :meth:`SearchBackend.set_extra_write_targets` and
-:func:`daemon.search_admin.begin_rebuild`).
+:func:`daemon.search_admin.begin_rebuild`). Every :meth:`SearchBackend.write` first re-reads the
+aliases of the version indices (one ``GET /<alias>_v*/_alias``), so a rebuild started by another
+process is dual-written from the very next batch (no pickup delay: a change claimed after
+``begin_rebuild`` returned always reaches the new version), and an alias that vanished (the index
+was wiped, e.g. a server replaced) is recreated (``ensure_index``) instead of letting the server
+auto-create a concrete index named like the alias.
 
 Versioning on the server: a delete with an external version leaves a tombstone holding that version,
 so an older upsert arriving after the delete is rejected (409 -> ``STALE``) as long as the server
@@ -22,7 +27,6 @@ and rewriting the same versions.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -40,8 +44,6 @@ from daemon.backends.base import (
 from daemon.backends.search import SearchOptions
 from daemon.logs import get_logger
 
-TARGETS_TTL_S = 30.0
-"""How often (seconds) :meth:`SearchBackend.write` re-reads the rebuild alias for dual-write targets."""
 _PAGE = 1000
 
 
@@ -141,7 +143,6 @@ class SearchBackend:
         self.alias = options.index
         self._extra: tuple[str, ...] = ()
         self._extra_explicit = False
-        self._targets_at = float("-inf")
         self._log = get_logger(f"nearsync.index.{name}")
 
     def __repr__(self) -> str:
@@ -184,18 +185,30 @@ class SearchBackend:
         self._extra_explicit = True
 
     async def refresh_write_targets(self) -> tuple[str, ...]:
-        """Re-read the rebuild alias ``{alias}_next`` (set by :func:`daemon.search_admin.begin_rebuild`).
+        """Re-read the aliases of the version indices (one request) and set the dual-write targets.
 
-        Its indices, minus those the main alias already points to, become the extra write targets
-        (unless :meth:`set_extra_write_targets` was called). Returns the targets.
+        The indices of the rebuild alias ``{alias}_next`` (set by
+        :func:`daemon.search_admin.begin_rebuild`), minus those the main alias points to, become the
+        extra write targets (unless :meth:`set_extra_write_targets` was called). If no version index
+        carries the main alias any more (the index was wiped), it is recreated with
+        :func:`daemon.search_admin.ensure_index` and a warning ``index_alias_recreated`` is logged.
+
+        Returns:
+            The extra write targets.
+
+        Raises:
+            TransientIndexError: server unreachable. PermanentIndexError: the alias cannot be recreated.
         """
         from daemon import search_admin
 
+        versions = await search_admin.list_versions(self.client, self.alias)
+        if not any(v.live for v in versions):
+            live = await search_admin.ensure_index(self.client, self.alias)
+            self._log.warning("index_alias_recreated", alias=self.alias, index=live)
+            versions = await search_admin.list_versions(self.client, self.alias)
         if not self._extra_explicit:
-            nxt = await search_admin.alias_indices(self.client, search_admin.next_alias(self.alias))
-            live = await search_admin.alias_indices(self.client, self.alias) if nxt else []
-            self._extra = tuple(i for i in nxt if i not in live)
-        self._targets_at = time.monotonic()
+            nxt = search_admin.next_alias(self.alias)
+            self._extra = tuple(v.name for v in versions if nxt in v.aliases and not v.live)
         return self._extra
 
     # -- writes -----------------------------------------------------------------------------------
@@ -205,7 +218,8 @@ class SearchBackend:
 
         409 -> ``STALE``; 404 on delete -> ``APPLIED`` (the tombstone is written anyway); a document
         that cannot be serialised or that the mapping rejects (400) -> ``FAILED`` with the error
-        text, the rest of the batch goes on.
+        text, the rest of the batch goes on. Unless :meth:`set_extra_write_targets` was called, the
+        dual-write targets are re-read first (:meth:`refresh_write_targets`, one small request).
 
         Raises:
             TransientIndexError: unreachable, timeout, or any item rejected with 429/5xx (after the
@@ -213,7 +227,7 @@ class SearchBackend:
                 ``STALE``).
             PermanentIndexError: the whole request was refused (e.g. 401/403).
         """
-        if not self._extra_explicit and time.monotonic() - self._targets_at > TARGETS_TTL_S:
+        if not self._extra_explicit:
             await self.refresh_write_targets()
         targets = (self.alias, *self._extra)
         outcomes: dict[tuple[str, str], Outcome] = {}
