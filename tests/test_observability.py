@@ -218,9 +218,9 @@ async def test_adaptive_batch_size_grows_on_deep_queue_and_shrinks_on_slow_batch
         rec = Limits()
         d.loop.observer = rec
         async with await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True) as c:
-            await c.execute("UPDATE ads SET title = title || ' (edited)' WHERE id <= 150")
+            await c.execute("UPDATE ads SET title = title || ' (edited)' WHERE id <= 320")  # one commit
         await wait_until(lambda: in_sync(settings), timeout=60)
-    assert rec.seen[0] == 80 and min(rec.seen) == 5  # halved on every slow batch down to the floor
+    assert rec.seen[:5] == [80, 40, 20, 10, 5] and min(rec.seen) == 5  # halved per slow batch, down to the floor
 
 
 async def test_deadletter_cli_list_retry_purge(settings: Settings, capsys: pytest.CaptureFixture[str]) -> None:
