@@ -6,7 +6,6 @@ server replaced by an empty one. Real osmem-server processes, a fault-injecting 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -22,18 +21,15 @@ from tests.test_cdc import insert_ads
 
 try:
     from tests.search_server import TcpProxy, start_osmem
+    from tests.test_search_backend import search_proxy  # noqa: F401 - the fixture
 except ImportError:  # pragma: no cover - osmem-server not installed
     pytest.skip("osmem-server unavailable", allow_module_level=True)
 
 
 @pytest.fixture
-def proxy(search_url: str | None) -> Iterator[TcpProxy]:
-    """A fault-injecting proxy to the session osmem-server."""
-    if search_url is None:
-        pytest.skip("no osmem-server")
-    p = TcpProxy.to_url(search_url)
-    yield p
-    p.close()
+def proxy(search_proxy: TcpProxy) -> TcpProxy:
+    """A fault-injecting proxy to the session osmem-server (``search_proxy``)."""
+    return search_proxy
 
 
 def through(s: Settings, proxy: TcpProxy) -> Settings:
