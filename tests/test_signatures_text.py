@@ -130,3 +130,14 @@ def test_config_prefix_is_used() -> None:
     with pytest.raises(ConfigError) as info:
         SignatureParams.from_mapping({"minhash": {"num_perm": -3}}, prefix="dedup.signatures")
     assert info.value.key == "dedup.signatures.minhash.num_perm"
+
+
+def test_word_cache_overflow_does_not_lose_tokens(monkeypatch) -> None:
+    """Regression: the memo was cleared before its final lookup when it overflowed (KeyError)."""
+    from daemon.signatures import text as text_mod
+
+    monkeypatch.setattr(text_mod, "WORD_CACHE_SIZE", 5)
+    opts = text_mod.TextOptions()
+    words = [f"listing{i}" for i in range(20)]
+    assert text_mod.tokens_from_words(words, opts) == text_mod.tokens_from_words(list(words), opts)
+    assert len(text_mod.tokens_from_words(words, opts)) == 20

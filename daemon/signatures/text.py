@@ -228,9 +228,10 @@ def tokens_from_words(candidates: list[str], options: TextOptions = DEFAULT_TEXT
     cache = _word_cache(options.language, options.stopwords, options.stem, options.fold_accents)
     for t in [t for t in toks if t not in cache]:
         cache[t] = _final_form(t, options)
-    if len(cache) > WORD_CACHE_SIZE:
+    out = [w for w in [cache[t] for t in toks] if w]
+    if len(cache) > WORD_CACHE_SIZE:  # bound memory; only after the lookups above
         cache.clear()
-    return [w for w in [cache[t] for t in toks] if w]
+    return out
 
 
 WORD_CACHE_SIZE = 200_000
