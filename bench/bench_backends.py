@@ -1,12 +1,15 @@
-"""Benchmark of the search backends against osmem-server: bulk indexing throughput and candidate latency.
+"""Benchmark of the index backends: bulk indexing throughput and candidate latency, the search
+backends against osmem-server next to the PostgreSQL backend, in the same run on the same documents.
 
 Usage::
 
     PYTHONPATH=. python bench/bench_backends.py [--docs 10000] [--batch 500] [--queries 1000]
-        [--backend elasticsearch --backend opensearch] [--url http://host:9200]
+        [--backend elasticsearch --backend opensearch --backend postgres] [--url http://host:9200]
+        [--dsn postgresql://...]
 
 Without ``--url`` an osmem-server process is started (``tests.search_server.start_osmem``) and the
-official Elasticsearch client is allowed to talk to it. Prints one line per backend: indexing
+official Elasticsearch client is allowed to talk to it; without ``--dsn`` a throwaway PostgreSQL
+server is started (``daemon.pgserver.ThrowawayPostgres``) and migrated. Prints one line per backend: indexing
 docs/s (``write`` batches of ``--batch``), candidate-query p50/p99 in ms (single ``candidates``
 calls, 24 keys each, ``min_match`` 2), and the ``candidates_many`` (msearch, 20 queries) per-query
 mean. Documents are synthetic but shaped like real ones (20 LSH band keys from a shared pool so
@@ -24,6 +27,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -59,16 +63,34 @@ def pct(xs: list[float], p: float) -> float:
     return s[min(len(s) - 1, max(0, round(p / 100 * len(s)) - 1))]
 
 
-async def bench(name: str, url: str, docs: list[IndexDocument], batch: int, queries: int) -> dict[str, float]:
-    """Index ``docs`` into a fresh alias and time ``queries`` candidate lookups. Returns the figures."""
-    be = create_search_backend(name, {"url": url, "index": "bench" + uuid.uuid4().hex[:8], "bulk_docs": batch})
+def make_backend(name: str, url: str | None, dsn: str | None, batch: int) -> Any:
+    """A fresh (unopened) backend: a new alias on the search server, or the PostgreSQL backend on ``dsn``
+    (its documents of the bench table are cleared after opening)."""
+    if name == "postgres":
+        from daemon.backends.postgres import PostgresBackend
+
+        assert dsn is not None
+        return PostgresBackend(dsn)
+    assert url is not None
+    return create_search_backend(name, {"url": url, "index": "bench" + uuid.uuid4().hex[:8], "bulk_docs": batch})
+
+
+async def bench(name: str, url: str | None, docs: list[IndexDocument], batch: int, queries: int,
+                dsn: str | None = None) -> dict[str, float]:
+    """Index ``docs`` into a fresh index and time ``queries`` candidate lookups. Returns the figures:
+    ``docs_per_s``, ``p50_ms``/``p99_ms`` (single lookups), ``msearch_ms_per_query`` (NaN where the
+    backend has no batched lookup) and ``mean_hits``."""
+    be = make_backend(name, url, dsn, batch)
     await be.open()
+    if name == "postgres":
+        await be.clear(T)
     try:
         t0 = time.perf_counter()
         for i in range(0, len(docs), batch):
             await be.write(docs[i:i + batch], [])
         index_s = time.perf_counter() - t0
-        await be.refresh()
+        if hasattr(be, "refresh"):
+            await be.refresh()
         rnd = random.Random(1)
         sample = [rnd.choice(docs) for _ in range(queries)]
         lat: list[float] = []
@@ -77,11 +99,13 @@ async def bench(name: str, url: str, docs: list[IndexDocument], batch: int, quer
             t = time.perf_counter()
             hits += len(await be.candidates(T, d.keys, d.scope, min_match=2, limit=100, exclude_id=d.record_id))
             lat.append((time.perf_counter() - t) * 1000)
-        t = time.perf_counter()
-        for i in range(0, len(sample), 20):
-            part = sample[i:i + 20]
-            await be.candidates_many(T, [CandidateQuery(d.keys, d.scope, d.record_id) for d in part], min_match=2)
-        many_ms = (time.perf_counter() - t) * 1000 / max(len(sample), 1)
+        many_ms = float("nan")
+        if hasattr(be, "candidates_many"):
+            t = time.perf_counter()
+            for i in range(0, len(sample), 20):
+                part = sample[i:i + 20]
+                await be.candidates_many(T, [CandidateQuery(d.keys, d.scope, d.record_id) for d in part], min_match=2)
+            many_ms = (time.perf_counter() - t) * 1000 / max(len(sample), 1)
         return {"docs_per_s": len(docs) / index_s, "p50_ms": statistics.median(lat), "p99_ms": pct(lat, 99),
                 "msearch_ms_per_query": many_ms, "mean_hits": hits / max(len(sample), 1)}
     finally:
@@ -89,24 +113,37 @@ async def bench(name: str, url: str, docs: list[IndexDocument], batch: int, quer
 
 
 async def main(argv: list[str] | None = None) -> None:
-    """Parse arguments, start osmem unless ``--url``, run the benchmark for each backend and print it."""
+    """Parse arguments, start osmem unless ``--url`` and PostgreSQL unless ``--dsn``, run the benchmark
+    for each backend and print one line each."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--docs", type=int, default=10000)
     ap.add_argument("--batch", type=int, default=500)
     ap.add_argument("--queries", type=int, default=1000)
-    ap.add_argument("--backend", action="append", choices=["elasticsearch", "opensearch"])
+    ap.add_argument("--backend", action="append", choices=["elasticsearch", "opensearch", "postgres"])
     ap.add_argument("--url")
+    ap.add_argument("--dsn")
     a = ap.parse_args(argv)
     docs = make_docs(a.docs)
     with contextlib.ExitStack() as stack:
-        url = a.url
-        if url is None:
+        names = a.backend or ["elasticsearch", "opensearch", "postgres"]
+        url, dsn = a.url, a.dsn
+        if url is None and set(names) - {"postgres"}:
             from tests.search_server import allow_es_client_against_osmem, start_osmem
 
             url = stack.enter_context(start_osmem())
             allow_es_client_against_osmem()
-        for name in a.backend or ["elasticsearch", "opensearch"]:
-            r = await bench(name, url, docs, a.batch, a.queries)
+        if dsn is None and "postgres" in names:
+            from daemon.config import settings_from_mapping
+            from daemon.migrate import upgrade
+            from daemon.pgserver import ThrowawayPostgres
+
+            pg = ThrowawayPostgres(fast=True)
+            dsn = pg.start()
+            stack.callback(pg.stop)
+            upgrade(settings_from_mapping({"database": {"dsn": dsn}, "source": {"create_reference_table": True}},
+                                          env={}))
+        for name in names:
+            r = await bench(name, url, docs, a.batch, a.queries, dsn)
             print(f"{name:14s} docs={a.docs} batch={a.batch}: index {r['docs_per_s']:8.0f} docs/s | candidates "
                   f"p50 {r['p50_ms']:6.2f} ms p99 {r['p99_ms']:6.2f} ms (mean {r['mean_hits']:.1f} hits) | "
                   f"msearch {r['msearch_ms_per_query']:5.2f} ms/query")
