@@ -213,27 +213,30 @@ class DedupHandler:
         return links
 
     async def process(self, conn: psycopg.AsyncConnection[Any], batch: Sequence[Claimed]) -> BatchResult:
-        """Score the batch, then rewrite links, clusters and flags around it in one transaction."""
+        """Score the batch, then rewrite links, clusters and flags around it in one transaction.
+
+        Candidate lookup and scoring run outside the per-table lock (workers score in parallel);
+        under the lock every link is checked against the index as it is *now*: a link scored from
+        a partner's older document is re-scored, one to a deleted record dropped, and the links
+        other workers committed meanwhile are re-read and re-scored. So the final links depend on
+        the records, not on the order or concurrency of processing.
+        """
         result = BatchResult(counts={"scored": 0, "links": 0, "flags": 0})
         before, caps_before = self.pairs_scored, self.cap_hits
         mine = [c for c in batch if c.table == self.table]
         result.failed += [(c, f"table {c.table} is not {self.table}") for c in batch if c.table != self.table]
         docs = await self.backend.get(self.table, [c.record_id for c in mine if c.op == "U"])
-        new_links: list[Link] = []
+        scored: list[Link] = []
         for c in mine:
             doc = docs.get(c.record_id)
             if doc is not None:
-                new_links += await self.score_record(c.record_id, doc)
+                scored += await self.score_record(c.record_id, doc)
                 result.counts["scored"] += 1
-        new_links += await self._rescore_previous(conn, docs, new_links)
-        new_links = list({(x.a, x.b): x for x in new_links}.values())  # both ends may be in the batch
-        new_links = await self._drop_dismissed(conn, new_links)
-        result.counts["links"] = len(new_links)
-        result.counts["pairs"] = self.pairs_scored - before
-        result.counts["capped"] = self.cap_hits - caps_before  # records whose candidate list hit the cap
         ids = sorted({c.record_id for c in mine})
         async with conn.transaction():
             await conn.execute(query("dedup_lock"), {"table": self.table})
+            new_links = await self._revalidate(conn, ids, scored)
+            new_links = await self._drop_dismissed(conn, new_links)
             cur = await conn.execute(query("delete_links_of"), {"table": self.table, "ids": ids})
             seeds = set(ids) | {x for row in await cur.fetchall() for x in row}
             cur = await conn.execute(query("cluster_mates"), {"table": self.table, "ids": sorted(seeds)})
@@ -245,31 +248,36 @@ class DedupHandler:
                     "summary": [x.summary for x in new_links]})
                 seeds |= {x.a for x in new_links} | {x.b for x in new_links}
             result.counts["flags"] = await self._recluster(conn, sorted(seeds))
+        result.counts["links"] = len(new_links)
+        result.counts["pairs"] = self.pairs_scored - before
+        result.counts["capped"] = self.cap_hits - caps_before  # records whose candidate list hit the cap
         result.done = list(mine)
         return result
 
-    async def _rescore_previous(self, conn: psycopg.AsyncConnection[Any], docs: dict[str, IndexDocument],
-                                new_links: list[Link]) -> list[Link]:
-        """Re-score existing links of the batch's live records that the candidate lookup did not return.
+    async def _revalidate(self, conn: psycopg.AsyncConnection[Any], ids: list[str], scored: list[Link]) -> list[Link]:
+        """Under the lock: the batch's links, checked against the current index documents.
 
-        A link is a property of the pair: the other end may have created it while this record's own
-        (capped) candidate list does not reach it. Re-scoring keeps such links if they still hold,
-        so the result does not depend on processing order or caps; links of deleted records go.
+        * a freshly scored link whose two documents are unchanged is kept as is;
+        * one whose partner changed since it was scored is re-scored; one to a deleted record goes;
+        * an existing link of a batch record that the (capped) candidate lookup did not return — a
+          link is a property of the pair, the other end may have made it — is re-scored too.
+        Returns the links at or above the potential threshold, one per pair.
         """
-        if not docs:
+        fresh = {(x.a, x.b): x for x in scored}
+        cur = await conn.execute(query("links_of"), {"table": self.table, "ids": ids})
+        pairs = set(fresh) | {(a, b) for a, b in await cur.fetchall()}
+        if not pairs:
             return []
-        seen = {(x.a, x.b) for x in new_links}
-        cur = await conn.execute(query("links_of"), {"table": self.table, "ids": sorted(docs)})
-        todo = [(a, b) for a, b in await cur.fetchall() if (a, b) not in seen]
-        if not todo:
-            return []
-        others = await self.backend.get(self.table, sorted({x for p in todo for x in p} - set(docs)))
-        both = docs | others
+        current = await self.backend.get(self.table, sorted({x for p in pairs for x in p}))
         cfg = self.options.scoring
         out = []
-        for a, b in todo:
-            da, db = both.get(a), both.get(b)
+        for a, b in sorted(pairs):
+            da, db = current.get(a), current.get(b)
             if da is None or db is None:
+                continue
+            link = fresh.get((a, b))
+            if link is not None and link.versions == (da.version, db.version):
+                out.append(link)
                 continue
             ps = score_pair(da.fields, da.signature, db.fields, db.signature, cfg)
             self.pairs_scored += 1
