@@ -75,7 +75,8 @@ async def build_indexer(settings: Settings, backend: IndexBackend) -> Indexer:
 
 
 async def status(settings: Settings) -> dict[str, Any]:
-    """Pending count and oldest pending age (lag, s) per queue, dead letters per queue, indexed count.
+    """Pending count and oldest pending age (lag, s) per queue, dead letters per queue, indexed count,
+    and ``pg_notification_queue_usage()`` (fraction 0-1 of the NOTIFY queue in use).
 
     Raises:
         psycopg.OperationalError, SchemaError.
@@ -90,13 +91,15 @@ async def status(settings: Settings) -> dict[str, Any]:
             dead = {r["queue"]: r["n"] for r in await cur.fetchall()}
             await cur.execute(table.formatted("count_rows"))
             rows = (await cur.fetchone() or {}).get("n", 0)
+            await cur.execute(query("notification_queue_usage"))
+            usage = float(next(iter((await cur.fetchone() or {0: 0.0}).values())))
     for q in (INDEX_QUEUE, DEDUP_QUEUE):
         queues.setdefault(q, {"pending": 0, "oldest_age_s": 0.0, "claimed": 0, "retrying": 0})
         queues[q]["dead_letters"] = dead.get(q, 0)
     async with opened_backend(settings) as backend:
         indexed = await backend.count(table.name)
     return {"table": table.name, "rows": rows, "indexed": indexed, "backend": settings.index.backend,
-            "queues": queues}
+            "notification_queue_usage": usage, "queues": queues}
 
 
 async def build_worker(settings: Settings, backend: IndexBackend) -> QueueLoop:

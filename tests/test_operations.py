@@ -139,6 +139,7 @@ async def test_status_reports_lag_and_counts(settings: Settings) -> None:
         await wait_until(lambda: in_sync(settings))
     report = await status(settings)
     assert report["indexed"] == 4 and report["queues"]["index"]["pending"] == 0
+    assert 0.0 <= report["notification_queue_usage"] < 0.01
 
 
 def test_migrations_are_idempotent_and_reversible(fresh_db: str) -> None:
