@@ -249,6 +249,16 @@ def _lsh_epilog() -> str:
         return ""
 
 
+def _add_loop_options(p: argparse.ArgumentParser, unit: str) -> None:
+    """Options shared by the queue loops (``run`` and ``dedup``)."""
+    p.add_argument("--mode", choices=["realtime", "batch"], help="default realtime ([daemon] mode)")
+    p.add_argument("--window", help="batch window, e.g. 10s, 500ms, 2m ([daemon] window_s)")
+    p.add_argument("--batch-size", type=int, help=f"{unit} per micro-batch ([daemon] batch_size, default 500)")
+    p.add_argument("--backend", choices=["postgres", "elasticsearch", "opensearch"], help="index backend")
+    p.add_argument("--metrics-port", type=int, help="serve /metrics, /healthz, /readyz on this port "
+                                                    "(default: $NEARSYNC_METRICS_PORT, else off)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser for ``nearsync`` (exposed for docs and tests)."""
     common = argparse.ArgumentParser(add_help=False)
@@ -273,12 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="LISTEN for changes and index them. realtime: process as soon as woken; "
                                    "batch: gather for --window, then process everything in one bulk. "
                                    "SIGTERM/SIGINT finish the batch in hand and exit 0.")
-    r.add_argument("--mode", choices=["realtime", "batch"], help="default realtime ([daemon] mode)")
-    r.add_argument("--window", help="batch window, e.g. 10s, 500ms, 2m ([daemon] window_s)")
-    r.add_argument("--batch-size", type=int, help="rows per micro-batch ([daemon] batch_size, default 500)")
-    r.add_argument("--backend", choices=["postgres", "elasticsearch", "opensearch"], help="index backend")
-    r.add_argument("--metrics-port", type=int, help="serve /metrics, /healthz, /readyz on this port "
-                                                    "(default: $NEARSYNC_METRICS_PORT, else off)")
+    _add_loop_options(r, "rows")
     r.set_defaults(func=cmd_run, is_async=True)
 
     w = sub.add_parser("dedup", parents=[common], help="run the dedup worker (candidates, scoring, flags, clusters)",
@@ -286,12 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "score each pair per field, and write duplicate / potential_duplicate flags and "
                                    "clusters to PostgreSQL. Needs [dedup] enabled = true so the indexer queues "
                                    "records. Several workers may run side by side.")
-    w.add_argument("--mode", choices=["realtime", "batch"], help="default realtime ([daemon] mode)")
-    w.add_argument("--window", help="batch window, e.g. 10s")
-    w.add_argument("--batch-size", type=int, help="records per micro-batch")
-    w.add_argument("--backend", choices=["postgres", "elasticsearch", "opensearch"], help="index backend")
-    w.add_argument("--metrics-port", type=int, help="serve /metrics, /healthz, /readyz on this port "
-                                                    "(default: $NEARSYNC_METRICS_PORT, else off)")
+    _add_loop_options(w, "records")
     w.set_defaults(func=cmd_dedup, is_async=True)
 
     g = sub.add_parser("grant-role", parents=[common], help="create/grant the daemon's least-privilege role",

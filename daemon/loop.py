@@ -201,10 +201,7 @@ class QueueLoop:
 
     async def run(self) -> None:
         """Listen, drain, and process until :meth:`stop`; releases claims on the way out."""
-        await self._pool.open(wait=False)
-        listener = asyncio.create_task(self._listen(), name="nearsync-listen")
-        try:
-            await self.ready.wait()
+        async with self.session():
             while not self.stopping:
                 woken = True
                 try:
@@ -220,17 +217,8 @@ class QueueLoop:
                         continue
                     await self._sleep(self.settings.window_s)  # the window opens at the first change seen
                 await self.drain(stop_when_stopping=True)
-        finally:
-            listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await listener
-            with contextlib.suppress(Exception):
-                if self.queue is not None:
-                    async with self._pool.connection() as conn:
-                        await self.queue.release(conn)
-            await self._pool.close()
-            self._notifier.notify("STOPPING=1")
-            self.log.info("stopped", **self.totals)
+        self._notifier.notify("STOPPING=1")
+        self.log.info("stopped", **self.totals)
 
     def tick(self) -> None:
         """The loop turned: refresh ``last_loop_at`` and ping the systemd watchdog."""
