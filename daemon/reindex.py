@@ -134,12 +134,15 @@ async def reindex(settings: Settings, backend: IndexBackend, *, page_size: int =
                 last_key, done = None, 0
             await search.refresh_write_targets()  # this process dual-writes from its first page
             extra = {"index": target, "resumed_version": resumed}
+        await cur.execute(table.formatted("max_key"))
+        upto = (await cur.fetchone() or {}).get("max_key")  # later inserts are the daemon's
         bar = tqdm(total=total, initial=min(done, total), unit="rows", disable=not progress, desc="reindex",
                    dynamic_ncols=True)
         async with loop.session():
             while True:
                 await cur.execute(table.formatted("enqueue_page"), {
                     "after": last_key, "after_value": conv(last_key) if last_key is not None else None,
+                    "upto": upto, "upto_value": conv(upto) if upto is not None else None,
                     "limit": page_size, "table_name": table.name})
                 page = await cur.fetchone()
                 assert page is not None

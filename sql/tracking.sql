@@ -134,10 +134,12 @@ SELECT {columns} FROM {table} WHERE {id} = ANY(%(ids)s);
 -- name: enqueue_page
 -- One page of a full reindex, by keyset pagination on the id: every row of the page is put on the
 -- index queue with a fresh sequence (coalescing with pending rows), so the normal path indexes it
--- and no concurrent change can be overwritten by an older read.
+-- and no concurrent change can be overwritten by an older read. The walk stops at the highest id
+-- seen at the start, so inserts faster than the reindex cannot keep it running forever.
 WITH page AS (
     SELECT {id} AS id FROM {table}
-    WHERE %(after)s::text IS NULL OR {id} > %(after_value)s
+    WHERE (%(after)s::text IS NULL OR {id} > %(after_value)s)
+      AND (%(upto)s::text IS NULL OR {id} <= %(upto_value)s)
     ORDER BY {id} LIMIT %(limit)s
 ), queued AS (
     INSERT INTO nearsync.index_tracking AS t (queue, table_name, record_id, op, seq, changed_at)
@@ -149,6 +151,10 @@ WITH page AS (
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM queued)::bigint AS queued, (SELECT max(id)::text FROM page) AS last_key;
+
+-- name: max_key
+-- The highest id when a reindex starts: rows inserted later are the triggers' (and the daemon's).
+SELECT max({id})::text AS max_key FROM {table};
 
 -- name: count_rows
 SELECT count(*)::bigint AS n FROM {table};

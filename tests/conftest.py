@@ -31,6 +31,22 @@ from daemon.service import Indexer, build_indexer, opened_backend
 REPO = Path(__file__).resolve().parents[1]
 
 
+def slow_enabled(config: pytest.Config) -> bool:
+    """Whether slow tests were asked for (``-m slow`` or ``NEARSYNC_SLOW=1``)."""
+    expr = config.getoption("-m") or ""
+    return os.environ.get("NEARSYNC_SLOW") == "1" or ("slow" in expr and "not slow" not in expr)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``slow`` tests (soaks, 100,000+ rows, 30 s outages) are opt-in: skipped unless asked for."""
+    if slow_enabled(config):
+        return
+    skip = pytest.mark.skip(reason="slow: run with -m slow or NEARSYNC_SLOW=1")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
 def backends_under_test() -> list[str]:
     """Index backends the parametrised suites run on: postgres always; the search backends when the
     osmem-server test server and the backend module are present."""

@@ -22,6 +22,7 @@ from daemon.api.app import create_app
 from daemon.api.config import ApiOptions, parse_api_keys
 from daemon.api.dedup_set import group_sketches
 from daemon.config import Settings
+from daemon.service import opened_backend
 from daemon.errors import ConfigError
 from tests.conftest import REPO, running_indexer, running_worker
 from tests.test_dedup import EDITED, ORIGINAL, OTHER_PRODUCT, add, dsettings, settle  # noqa: F401 (fixture)
@@ -236,9 +237,8 @@ async def test_dedup_set_groups_near_duplicates_and_caches_signatures(dsettings:
         strict = (await c.post("/v1/dedup-set", json=body | {"threshold": 1.0})).json()
         assert strict["groups"] == [[orig, copy]]
         # a version that is not the cached one is fetched again
-        async with await psycopg.AsyncConnection.connect(s.dsn) as conn:
-            cur = await conn.execute("SELECT version FROM nearsync.documents WHERE record_id = %s", (orig,))
-            version = (await cur.fetchone())[0]  # type: ignore[index]
+        async with opened_backend(s) as backend:
+            version = (await backend.get("public.ads", [orig]))[orig].version
         r3 = (await c.post("/v1/dedup-set", json={"ids": [{"id": orig, "version": version},
                                                           {"id": copy, "version": version + 999}]})).json()
         assert r3["cached"] == 1
@@ -253,6 +253,7 @@ async def test_dedup_set_groups_near_duplicates_and_caches_signatures(dsettings:
         assert r.status_code == 422 and r.json()["field"] == "documents[0].price"
 
 
+@pytest.mark.parametrize("backend_name", ["postgres"], indirect=True)  # the process, not the backends
 async def test_real_uvicorn_process_with_api_key(dsettings: Settings, tmp_path: Path) -> None:
     s = dsettings
     async with running_indexer(s), running_worker(s):

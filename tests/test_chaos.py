@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench.chaos.run import ChaosConfig, Report, run_chaos
-from tests.test_hygiene import slow_enabled
+from tests.conftest import slow_enabled
 
 
 def check(report: Report, cfg: ChaosConfig) -> None:

@@ -10,10 +10,11 @@ table, not signature throughput.
 
 from __future__ import annotations
 
-import os
 
 import psycopg
 import pytest
+
+from tests.conftest import slow_enabled
 
 from daemon.config import Settings
 from daemon.queries import query
@@ -21,12 +22,6 @@ from tests.conftest import pending, running_indexer, wait_until
 from tests.test_cdc import in_sync
 
 WAVE = 5_000
-
-
-def slow_enabled(config: pytest.Config) -> bool:
-    """Whether slow tests were asked for (``-m slow`` or ``NEARSYNC_SLOW=1``)."""
-    expr = config.getoption("-m") or ""
-    return os.environ.get("NEARSYNC_SLOW") == "1" or ("slow" in expr and "not slow" not in expr)
 
 
 async def tracking_size(dsn: str) -> tuple[int, int]:

@@ -14,6 +14,7 @@ import pytest
 from daemon.api.moderation import word_diff
 from daemon.cli import main as cli_main
 from daemon.config import Settings
+from daemon.service import opened_backend
 from daemon.evaluate import export_feedback
 from tests.conftest import flags, running_indexer, running_worker, with_dedup
 from tests.test_api import CAMERA, CAMERA_EDIT, api_client, serve_process
@@ -51,10 +52,10 @@ async def decisions(dsn: str) -> dict[tuple[str, str], tuple[Any, ...]]:
         return {(r[0], r[1]): r[2:] for r in await cur.fetchall()}
 
 
-async def doc_version(dsn: str, rid: str) -> int:
-    async with await psycopg.AsyncConnection.connect(dsn) as c:
-        cur = await c.execute("SELECT version FROM nearsync.documents WHERE record_id = %s", (rid,))
-        return int((await cur.fetchone())[0])  # type: ignore[index]
+async def doc_version(s: Settings, rid: str) -> int:
+    """The index document version of ``rid`` (read through the backend)."""
+    async with opened_backend(s) as backend:
+        return (await backend.get("public.ads", [rid]))[rid].version
 
 
 async def test_confirm_dismiss_and_the_worker_skips_a_dismissed_pair(msettings: Settings, tmp_path: Path) -> None:
@@ -89,7 +90,7 @@ async def test_confirm_dismiss_and_the_worker_skips_a_dismissed_pair(msettings: 
     assert got == {ids["tv_edit"]: ("duplicate", ids["tv"])}
     dec = await decisions(s.dsn)
     assert dec[(ids["tv"], ids["tv_edit"])][0::3] == ("duplicate", "alice")
-    cam_v, cam_edit_v = await doc_version(s.dsn, ids["cam"]), await doc_version(s.dsn, ids["cam_edit"])
+    cam_v, cam_edit_v = await doc_version(s, ids["cam"]), await doc_version(s, ids["cam_edit"])
     assert dec[(ids["cam"], ids["cam_edit"])] == ("not_duplicate", cam_v, cam_edit_v, "bob")
 
     # the dismissal queued the record: the worker re-scores it, and the original too, without flagging
@@ -127,6 +128,7 @@ def test_word_diff_escapes_and_marks_changed_words() -> None:
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install chromium) — browser test skipped")
+@pytest.mark.parametrize("backend_name", ["postgres"], indirect=True)  # the page, not the backends
 async def test_queue_in_a_real_browser(msettings: Settings, tmp_path: Path) -> None:
     pytest.importorskip("playwright", reason="playwright (Python package) not installed")
     from playwright.async_api import async_playwright
