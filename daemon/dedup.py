@@ -318,9 +318,9 @@ class DedupHandler:
         """Recompute clusters and flags of the components around ``seeds``; returns flags written."""
         cfg = self.options.scoring
         cur = await conn.execute(query("component"), {"table": self.table, "ids": seeds,
-                                                      "max_nodes": self.options.max_component})
+                                                      "max_nodes": self.options.max_component + len(seeds)})
         comp = sorted({r[0] for r in await cur.fetchall()} | set(seeds))
-        if len(comp) >= self.options.max_component:
+        if len(comp) >= self.options.max_component + len(seeds):  # the limit is on growth beyond the seeds
             log.warning("component truncated", size=len(comp), max_component=self.options.max_component)
         cur = await conn.execute(query("links_among"), {"table": self.table, "ids": comp})
         links = [Link(r[0], r[1], float(r[2]), r[3], r[4]) for r in await cur.fetchall()]
