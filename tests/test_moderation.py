@@ -37,6 +37,7 @@ async def two_potential_duplicates(s: Settings) -> dict[str, str]:
         ids = {"tv": await add(s.dsn, ORIGINAL, "now() - interval '2 days'"),
                "cam": await add(s.dsn, CAMERA, "now() - interval '2 days'")}
         ids["tv_edit"] = await add(s.dsn, EDITED, "now() - interval '1 day'")
+        await settle(s)  # flag the TV repost first, so the camera repost is the newest flag
         ids["cam_edit"] = await add(s.dsn, CAMERA_EDIT)
         await settle(s)
     got = await flags(s.dsn)
