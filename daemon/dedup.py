@@ -279,11 +279,16 @@ class DedupHandler:
             if link is not None and link.versions == (da.version, db.version):
                 out.append(link)
                 continue
-            ps = score_pair(da.fields, da.signature, db.fields, db.signature, cfg)
-            self.pairs_scored += 1
-            if decide(ps.score, cfg) is not None:
-                out.append(Link(a, b, ps.score, ps.reasons, ps.summary(), (da.version, db.version)))
+            link = self._score_link(a, b, da, db)
+            if decide(link.score, cfg) is not None:
+                out.append(link)
         return out
+
+    def _score_link(self, a: str, b: str, da: IndexDocument, db: IndexDocument) -> Link:
+        """The pair (``a`` before ``b``) scored from its two documents, with their versions."""
+        ps = score_pair(da.fields, da.signature, db.fields, db.signature, self.options.scoring)
+        self.pairs_scored += 1
+        return Link(a, b, ps.score, ps.reasons, ps.summary(), (da.version, db.version))
 
     async def _drop_dismissed(self, conn: psycopg.AsyncConnection[Any], links: list[Link]) -> list[Link]:
         """Leave out pairs a moderator dismissed (``not_duplicate`` in ``nearsync.pair_decisions``)
@@ -310,9 +315,9 @@ class DedupHandler:
         other = via.b if via.a == member else via.a
         if da is None or db is None:
             return Link(a, b, via.score, via.reasons, f"linked via #{other}: {via.summary}")
-        ps = score_pair(da.fields, da.signature, db.fields, db.signature, self.options.scoring)
-        self.pairs_scored += 1
-        return Link(a, b, ps.score, ps.reasons, f"linked via #{other}; directly: {ps.summary()}")
+        link = self._score_link(a, b, da, db)
+        link.summary = f"linked via #{other}; directly: {link.summary}"
+        return link
 
     async def _recluster(self, conn: psycopg.AsyncConnection[Any], seeds: list[str]) -> int:
         """Recompute clusters and flags of the components around ``seeds``; returns flags written."""

@@ -33,7 +33,7 @@ from daemon.config import Settings, settings_from_mapping
 from daemon.errors import ConfigError
 from daemon.datasets import Dataset, Record, read_pairs_csv, read_records_csv
 from daemon.loader import copy_ads, key_to_id
-from daemon.metrics_eval import adjusted_rand_index, bcubed, pair_prf, transitive_closure
+from daemon.metrics_eval import adjusted_rand_index, bcubed, clusters_from_pairs, pair_prf, transitive_closure
 from daemon.migrate import upgrade
 from daemon.pgserver import ThrowawayPostgres
 from daemon.queries import query
@@ -192,10 +192,7 @@ def evaluate(ds: Dataset, *, settings_overrides: dict[str, Any] | None = None, d
         dup_groups.append(core)
     pred_dup = _pairs_of_groups(dup_groups)
     pred_cluster = {k: cid for cid, members in raw["clusters"].items() for k in members}
-    true_cluster: dict[str, Any] = {}
-    for i, comp in enumerate(_components(truth)):
-        for k in comp:
-            true_cluster[k] = f"t{i}"
+    true_cluster = {k: f"t{label}" for k, label in clusters_from_pairs(truth).items()}
     all_keys = [r.key for r in ds.records]
     pc = {k: pred_cluster.get(k, f"p:{k}") for k in all_keys}
     tc = {k: true_cluster.get(k, f"s:{k}") for k in all_keys}
@@ -230,28 +227,6 @@ def evaluate(ds: Dataset, *, settings_overrides: dict[str, Any] | None = None, d
         report["out"] = str(out_dir)
     report["_examples"] = _examples(ds, raw, truth)
     return report
-
-
-def _components(pairs: set[tuple[str, str]]) -> list[set[str]]:
-    adj: dict[str, set[str]] = defaultdict(set)
-    for a, b in pairs:
-        adj[a].add(b)
-        adj[b].add(a)
-    seen: set[str] = set()
-    out = []
-    for start in adj:
-        if start in seen:
-            continue
-        comp, stack = set(), [start]
-        while stack:
-            x = stack.pop()
-            if x in comp:
-                continue
-            comp.add(x)
-            stack.extend(adj[x] - comp)
-        seen |= comp
-        out.append(comp)
-    return out
 
 
 def _examples(ds: Dataset, raw: dict[str, Any], truth: set[tuple[str, str]], n: int = 3) -> list[dict[str, Any]]:

@@ -161,7 +161,7 @@ async def reindex(settings: Settings, backend: IndexBackend, *, page_size: int =
                 extra["previous"] = await search_admin.finish_rebuild(search.client, search.alias, extra["index"])
                 await search.refresh_write_targets()
             await _refresh(backend)
-            orphans = await _orphans(conn, table, backend)
+            orphans = await _orphans(conn, table, await _index_ids(backend, table))
             if orphans:
                 await _enqueue_fresh(conn, table, [(rid, "D") for rid in orphans])
                 await loop.drain()
@@ -210,8 +210,13 @@ async def _enqueue_fresh(conn: psycopg.AsyncConnection[Any], table: SourceTable,
                                                     "record_ids": [r for r, _ in chunk], "ops": [o for _, o in chunk]})
 
 
-async def _orphans(conn: psycopg.AsyncConnection[Any], table: SourceTable, backend: IndexBackend) -> list[str]:
-    """Ids in the index that are not in the table."""
+async def _index_ids(backend: IndexBackend, table: SourceTable) -> list[str]:
+    """Every live record id of ``table`` in the index."""
+    return [rid async for rid, _version in backend.iter_versions(table.name)]
+
+
+async def _orphans(conn: psycopg.AsyncConnection[Any], table: SourceTable, index_ids: list[str]) -> list[str]:
+    """Those of ``index_ids`` that are not in the table (checked in chunks of 5,000)."""
     orphans: list[str] = []
     chunk: list[str] = []
 
@@ -221,9 +226,10 @@ async def _orphans(conn: psycopg.AsyncConnection[Any], table: SourceTable, backe
         orphans.extend(r for r in chunk if r not in present)
         chunk.clear()
 
-    async for rid, _version in backend.iter_versions(table.name):
+    convert = table.id_converter()
+    for rid in index_ids:
         try:
-            table.id_converter()(rid)
+            convert(rid)
         except ValueError:
             orphans.append(rid)
             continue
@@ -280,10 +286,8 @@ async def verify(settings: Settings, backend: IndexBackend, *, sample: int = 200
                     sampled += 1
                     if docs[rid].fields != table.fields_of(row):
                         drifted.append(rid)
-        index_ids: list[str] = []
-        async for rid, _ in backend.iter_versions(table.name):
-            index_ids.append(rid)
-        orphans = await _orphans(conn, table, backend)
+        index_ids = await _index_ids(backend, table)
+        orphans = await _orphans(conn, table, index_ids)
         orphans += [rid for rid in index_ids if rid in inactive]
         indexed = len(index_ids)
         report: dict[str, Any] = {
