@@ -74,3 +74,24 @@ def to_unsigned64(value: int) -> int:
     if not -(1 << 63) <= value < 1 << 63:
         raise ValueError(f"not a signed 64-bit value: {value}")
     return value & UINT64_MASK
+
+
+_F1 = np.uint64(0xFF51AFD7ED558CCD)
+_F2 = np.uint64(0xC4CEB9FE1A85EC53)
+_S33 = np.uint64(33)
+
+
+def fmix64(values: np.ndarray) -> np.ndarray:
+    """MurmurHash3's 64-bit finaliser (Appleby), element-wise: a bijection of uint64 with full avalanche.
+
+    Args:
+        values: uint64 array of any shape; it is **modified in place** and returned.
+    Returns:
+        The same array, mixed.
+    """
+    values ^= values >> _S33
+    values *= _F1
+    values ^= values >> _S33
+    values *= _F2
+    values ^= values >> _S33
+    return values

@@ -7,6 +7,7 @@ case, NFKC, markup removed) and return de-duplicated lists in order of first app
 from __future__ import annotations
 
 import re
+from itertools import chain
 from typing import Iterable
 
 from .text import words
@@ -44,20 +45,42 @@ def model_numbers(normalised: str) -> list[str]:
     Returns:
         Joined lower-case forms, e.g. ``"Sony KDL-40V4100"`` → ``["kdl40v4100"]``; at most :data:`MAX_ITEMS`.
     """
-    return model_numbers_from_words(words(normalised))
+    return model_numbers_from_words(normalised.split())
 
 
 def model_numbers_from_words(candidates: Iterable[str]) -> list[str]:
-    """:func:`model_numbers` from word candidates (``daemon.signatures.text.words``), skipping the regex pass."""
+    """:func:`model_numbers` from word candidates (``daemon.signatures.text.words``) or from the
+    whitespace-separated pieces of a normalised text (``normalised.split()``), skipping the regex pass
+    over the whole text. The model numbers of each distinct piece are memoised (bounded).
+
+    Returns:
+        Joined lower-case forms in order of first appearance; at most :data:`MAX_ITEMS`.
+    """
+    cache = _piece_models
+    missing = [c for c in candidates if c not in cache]
+    if missing:
+        if len(cache) + len(missing) > PIECE_CACHE_SIZE:
+            cache.clear()
+        for c in missing:
+            cache[c] = _piece_model_numbers(c)
+    return _unique(list(chain.from_iterable(map(cache.__getitem__, candidates))))
+
+
+PIECE_CACHE_SIZE = 200_000
+"""Distinct pieces whose model numbers are memoised (the memo is emptied past this size)."""
+_piece_models: dict[str, tuple[str, ...]] = {}
+
+
+def _piece_model_numbers(piece: str) -> tuple[str, ...]:
     out: list[str] = []
-    for tok in candidates:
+    for tok in words(piece):
         if tok.isalpha() or tok.isdigit() or len(tok) < MIN_MODEL_LENGTH:
             continue
         joined = tok if tok.isalnum() else _JOIN.sub("", tok)
         if MIN_MODEL_LENGTH <= len(joined) <= MAX_MODEL_LENGTH and not joined.isalpha() and not joined.isdigit():
             if not _QUANTITY.fullmatch(joined):
                 out.append(joined)
-    return _unique(out)
+    return tuple(out)
 
 
 def phone_numbers(normalised: str) -> list[str]:

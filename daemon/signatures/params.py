@@ -29,7 +29,7 @@ from .lsh import lsh_params
 from .simhash import block_count
 from .text import LANGUAGES, TextOptions
 
-SIGNATURE_SCHEMA_VERSION = 1
+SIGNATURE_SCHEMA_VERSION = 2
 """Version of :meth:`Signature.to_document`'s layout; bump when a stored document changes meaning."""
 
 SUPER_COMPONENTS: tuple[str, ...] = ("title", "body", "geo", "model", "category", "user")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._hashing import hash_tokens
+from ._hashing import fmix64, hash_tokens
 
 
 def word_ngrams(toks: list[str], n: int = 3) -> list[str]:
@@ -43,18 +43,6 @@ def word_ngrams(toks: list[str], n: int = 3) -> list[str]:
 
 
 _K = np.uint64(0x9E3779B97F4A7C15)
-_F1 = np.uint64(0xFF51AFD7ED558CCD)
-_F2 = np.uint64(0xC4CEB9FE1A85EC53)
-_S33 = np.uint64(33)
-
-
-def _fmix64(k: np.ndarray) -> np.ndarray:
-    k ^= k >> _S33
-    k *= _F1
-    k ^= k >> _S33
-    k *= _F2
-    k ^= k >> _S33
-    return k
 
 
 def ngram_hashes(token_hashes: np.ndarray, n: int = 3) -> np.ndarray:
@@ -83,7 +71,7 @@ def ngram_hashes(token_hashes: np.ndarray, n: int = 3) -> np.ndarray:
         acc += h[j : j + count]
         if j < width - 1:
             acc *= _K
-    return np.unique(_fmix64(acc))
+    return np.unique(fmix64(acc))
 
 
 def shingle_hashes(shingles: list[str], seed: int = 0) -> np.ndarray:

@@ -35,7 +35,7 @@ from .params import SIGNATURE_SCHEMA_VERSION, SignatureParams
 from .shingles import ngram_hashes, sentence_shingles, shingle_hashes
 from .simhash import block_keys, simhash, simhash_from_hashes
 from .supertokens import super_tokens, title_sample
-from .text import normalise_text, sentences, tokens_from_words, words
+from .text import normalise_text, sentences, tokens_from_words
 
 MAX_TEXT_CHARS = 2_000
 """Length cap of the document's ``text`` field (normalised title + body)."""
@@ -185,9 +185,8 @@ def text_sketch(toks: list[str], params: SignatureParams | None = None, idf: Map
         value = simhash_from_hashes(gram_hashes)
     elif idf is not None:
         value = simhash(toks, p.seed, idf)
-    else:
-        distinct, counts = np.unique(tok_hashes, return_counts=True)
-        value = simhash_from_hashes(distinct, counts.astype(np.float64))
+    else:  # every occurrence counts once: term-frequency weights without a np.unique
+        value = simhash_from_hashes(tok_hashes)
     b, r = p.bands_rows
     return TextSketch(
         value,
@@ -230,15 +229,15 @@ def compute_signature(
     title_norm = normalise_text(title_raw, title_opts.fold_accents)
     body_norm = normalise_text(body_raw, body_opts.fold_accents)
 
-    title_words = words(title_norm)
+    title_words = title_norm.split()  # pieces: tokens_from_words and model numbers memoise per piece
     title_toks = tokens_from_words(title_words, title_opts)
     if p.bottomk_shingles == "sentences":
-        body_sent_words = [words(s) for s in sentences(body_norm)]
+        body_sent_words = [s.split() for s in sentences(body_norm)]
         body_sent_toks = [tokens_from_words(w, body_opts) for w in body_sent_words]
         body_words = [w for sent in body_sent_words for w in sent]
         body_toks = [t for sent in body_sent_toks for t in sent]
     else:
-        body_words = words(body_norm)
+        body_words = body_norm.split()
         body_toks = tokens_from_words(body_words, body_opts)
     all_toks = title_toks + body_toks
 

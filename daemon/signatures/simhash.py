@@ -28,7 +28,8 @@ def simhash_from_hashes(hashes: np.ndarray, weights: np.ndarray | None = None) -
     """Simhash of pre-hashed features.
 
     Args:
-        hashes: uint64 array of shape ``(n,)``, one 64-bit hash per feature.
+        hashes: uint64 array of shape ``(n,)``, one 64-bit hash per feature (a repeated hash counts once
+            per occurrence, so passing every token occurrence with no weights is term-frequency weighting).
         weights: float array ``(n,)`` of feature weights (default 1.0 each).
     Returns:
         Unsigned 64-bit fingerprint (``[0, 2**64)``); ``0`` when ``n == 0``.
@@ -38,14 +39,14 @@ def simhash_from_hashes(hashes: np.ndarray, weights: np.ndarray | None = None) -
     n = int(hashes.shape[0])
     if n == 0:
         return 0
-    if weights is None:
-        weights = np.ones(n, dtype=np.float64)
-    elif weights.shape != hashes.shape:
+    if weights is not None and weights.shape != hashes.shape:
         raise ValueError(f"weights shape {weights.shape} != hashes shape {hashes.shape}")
     bits = np.unpackbits(hashes.astype("<u8", copy=False).view(np.uint8).reshape(n, 8), axis=1, bitorder="little")
-    # V = sum_i w_i * (2*bit - 1) = 2 * (w @ bits) - sum(w)
-    v = 2.0 * (weights @ bits) - weights.sum()
-    packed = np.packbits(v > 0, bitorder="little")
+    if weights is None:  # V[i] = ones - zeros = 2 * ones - n: integer bit counts, no float product
+        positive = 2 * bits.sum(axis=0, dtype=np.int64) > n
+    else:  # V = sum_i w_i * (2*bit - 1) = 2 * (w @ bits) - sum(w)
+        positive = 2.0 * (weights @ bits) - weights.sum() > 0
+    packed = np.packbits(positive, bitorder="little")
     return int(packed.view("<u8")[0])
 
 

@@ -14,8 +14,8 @@ optionally joined by internal ``-``, ``.`` or ``/`` (``kdl-40v4100``, ``33-1/3``
 * a joined token of letters only (``wide-range``, ``www.example.com``) is split into its parts.
 
 Then, per :class:`TextOptions`: synonyms/abbreviations are replaced (from configuration), stop words
-are dropped, and words without digits are stemmed with Snowball. The outcome per distinct token is
-memoised (Snowball costs ~37 µs a word; a dictionary hit ~0.05 µs).
+are dropped, and words without digits are stemmed with Snowball. The outcome per distinct word
+candidate is memoised (Snowball costs ~37 µs a word; a dictionary hit ~0.05 µs).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import threading
 import unicodedata
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import chain
 from typing import Callable
 
 import snowballstemmer
@@ -207,39 +208,50 @@ def tokens(text: str, options: TextOptions = DEFAULT_TEXT_OPTIONS, *, normalised
     """
     if not normalised:
         text = normalise_text(text, options.fold_accents)
-    return tokens_from_words(words(text), options)
+    return tokens_from_words(text.split(), options)
 
 
 def tokens_from_words(candidates: list[str], options: TextOptions = DEFAULT_TEXT_OPTIONS) -> list[str]:
-    """:func:`tokens` from the output of :func:`words` (lets callers reuse one regex pass).
+    """:func:`tokens` from word candidates (the output of :func:`words`) or from the whitespace-separated
+    pieces of a normalised text (``normalised.split()``: ``"(kdl-40v4100),"`` is one piece).
+
+    A piece is split into word candidates with :func:`words` (a word candidate is its own only
+    candidate, and no candidate spans whitespace, so both inputs give the same tokens). The outcome of
+    each distinct piece (word candidates, model-number expansion, synonyms, stop words, stemming: zero
+    or more tokens) is memoised per :class:`TextOptions`, so once a vocabulary has been seen a text
+    costs one ``str.split`` and one dictionary lookup per piece, with no regex pass (ad vocabularies
+    repeat a lot).
 
     Returns:
         ``list[str]`` of tokens after model-number expansion, synonyms, stop words and stemming.
     """
-    toks = _expand(candidates)
+    cache = _candidate_cache(options)
+    missing = [c for c in candidates if c not in cache]
+    if missing:
+        if len(cache) + len(missing) > WORD_CACHE_SIZE:  # bound memory; before filling, so lookups succeed
+            cache.clear()
+        for c in missing:
+            cache[c] = _candidate_tokens(c, options)
+    return list(chain.from_iterable(map(cache.__getitem__, candidates)))
+
+
+def _candidate_tokens(candidate: str, options: TextOptions) -> tuple[str, ...]:
+    """The tokens one piece or word candidate becomes (see the module docstring), in order."""
+    toks = _expand(words(candidate))
     if options.synonyms:
         syn = _synonym_map(options.synonyms, options.fold_accents)
-        replaced: list[str] = []
-        for t in toks:
-            replaced.extend(syn.get(t, (t,)))
-        toks = replaced
+        toks = [r for t in toks for r in syn.get(t, (t,))]
     if not (options.stopwords or options.stem):
-        return toks
-    cache = _word_cache(options.language, options.stopwords, options.stem, options.fold_accents)
-    for t in [t for t in toks if t not in cache]:
-        cache[t] = _final_form(t, options)
-    out = [w for w in [cache[t] for t in toks] if w]
-    if len(cache) > WORD_CACHE_SIZE:  # bound memory; only after the lookups above
-        cache.clear()
-    return out
+        return tuple(toks)
+    return tuple(w for w in (_final_form(t, options) for t in toks) if w)
 
 
 WORD_CACHE_SIZE = 200_000
-"""Distinct tokens whose stop-word/stem outcome is memoised per option set (emptied past this size)."""
+"""Distinct word candidates whose tokens are memoised per option set (emptied past this size)."""
 
 
 @lru_cache(maxsize=64)
-def _word_cache(language: str, stopwords: bool, stem: bool, fold: bool) -> dict[str, str]:
+def _candidate_cache(options: TextOptions) -> dict[str, tuple[str, ...]]:
     return {}
 
 
