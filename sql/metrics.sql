@@ -17,6 +17,11 @@ SELECT pg_total_relation_size('nearsync.index_tracking')::bigint AS bytes,
 SELECT count(*)::bigint AS n FROM nearsync.index_tracking
 WHERE table_name = %(table)s AND record_id = %(record_id)s;
 
+-- name: pending_rows_for_record
+-- The pending tracking rows of one record (diagnostics of the chaos suite).
+SELECT queue, op, seq, claimed_by, attempts, not_before, last_error FROM nearsync.index_tracking
+WHERE table_name = %(table)s AND record_id = %(record_id)s ORDER BY queue;
+
 -- name: pending_total
 SELECT count(*)::bigint AS n FROM nearsync.index_tracking;
 

@@ -362,6 +362,19 @@ async def probe_recovered(settings: Settings, probe_id: str, k: int, timeout_s: 
     raise TimeoutError(f"probe {k} not through within {timeout_s} s")
 
 
+async def queue_snapshot(dsn: str, probe_id: str) -> str:
+    """A one-line description of the tracking queues and the probe's rows (for a failed recovery)."""
+    try:
+        async with await connect(dsn, deadline_s=10) as c:
+            cur = await c.execute(query("queue_status"))
+            queues = [tuple(map(str, r)) for r in await cur.fetchall()]
+            cur = await c.execute(query("pending_rows_for_record"), {"table": TABLE, "record_id": probe_id})
+            probe = [tuple(map(str, r)) for r in await cur.fetchall()]
+            return f"pending per queue {queues}; probe rows {probe}"
+    except Exception as e:  # noqa: BLE001 - diagnostics only
+        return f"unavailable ({type(e).__name__}: {e})"
+
+
 @contextlib.contextmanager
 def search_index(backend: str) -> Iterator[tuple[dict[str, Any], Any]]:
     """``([index] settings, proxy)`` for the run: the PostgreSQL backend, or a search server behind
@@ -522,23 +535,29 @@ async def run_chaos(cfg: ChaosConfig) -> Report:
             supervisor = asyncio.create_task(fleet.supervise())
             load = Load(dsn, cfg.seed, cfg.rate, cfg.poison_every, report)
             writer = asyncio.create_task(load.run())
-            try:
-                schedule = [k for k in cfg.kinds() for _ in range(cfg.faults_per_kind)]
-                rng.shuffle(schedule)
-                gap = cfg.duration_s / (len(schedule) + 1)
+            try:  # the fleet is stopped on every exit, including a fault that did not recover
                 t_load = time.monotonic()
-                for n, kind in enumerate(schedule, 1):
-                    await asyncio.sleep(max(0.0, t_load + n * gap * rng.uniform(0.8, 1.0) - time.monotonic()))
-                    await inject(kind, fleet, server, proxy, cfg, rng)
-                    report.faults[kind] += 1
-                    report.recovery_s[kind].append(
-                        await probe_recovered(settings, probe_id, n, cfg.recovery_timeout_s))
-                await asyncio.sleep(max(0.0, t_load + cfg.duration_s - time.monotonic()))
-            finally:
-                load.stopping = True
-                await writer
-                report.load_s = time.monotonic() - t_load
-            try:
+                try:
+                    schedule = [k for k in cfg.kinds() for _ in range(cfg.faults_per_kind)]
+                    rng.shuffle(schedule)
+                    gap = cfg.duration_s / (len(schedule) + 1)
+                    for n, kind in enumerate(schedule, 1):
+                        await asyncio.sleep(max(0.0, t_load + n * gap * rng.uniform(0.8, 1.0) - time.monotonic()))
+                        print(f"[{time.monotonic() - t_start:7.1f} s] fault {n}/{len(schedule)}: {kind}",
+                              file=sys.stderr, flush=True)
+                        await inject(kind, fleet, server, proxy, cfg, rng)
+                        report.faults[kind] += 1
+                        try:
+                            report.recovery_s[kind].append(
+                                await probe_recovered(settings, probe_id, n, cfg.recovery_timeout_s))
+                        except TimeoutError as e:
+                            raise TimeoutError(f"{e} after fault {n} ({kind}); queues: "
+                                               f"{await queue_snapshot(dsn, probe_id)}") from None
+                    await asyncio.sleep(max(0.0, t_load + cfg.duration_s - time.monotonic()))
+                finally:
+                    load.stopping = True
+                    await writer
+                    report.load_s = time.monotonic() - t_load
                 report.drain_s = await settle(dsn, cfg.recovery_timeout_s * 2)
             finally:
                 fleet.supervising = False
