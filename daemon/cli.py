@@ -366,7 +366,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--dsn", help="use this (empty) database instead of a throwaway one")
     ev.add_argument("--backend", choices=["postgres", "elasticsearch", "opensearch"])
     ev.add_argument("--no-baselines", action="store_true", help="skip the three baselines")
-    ev.add_argument("--json-only", action="store_true", help="no progress line on stdout")
+    ev.add_argument("--json-only", action="store_true", help="no progress line (it goes to stderr; stdout is the JSON report)")
     ev.add_argument("--feedback", metavar="OUT.csv",
                     help="instead: export moderators' confirmed/dismissed pairs from the --dsn database as labelled "
                          "pairs (a, b, label 1/0, decided_by, decided_at, score)")

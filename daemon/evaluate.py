@@ -21,6 +21,7 @@ import asyncio
 import csv
 import itertools
 import json
+import sys
 import time
 from collections import Counter, defaultdict
 from dataclasses import replace
@@ -41,12 +42,16 @@ from daemon.service import build_indexer, build_worker, opened_backend
 
 #: The dedup/signature profile for product listings used by the demo and by default here: model
 #: numbers are candidate keys of their own (products have no location), one-to-one matching
-#: across sources, global scope.
+#: across sources, global scope. Shops write their own descriptions and set their own prices, so
+#: for listings from independent sources the body and the price are positive evidence only (a
+#: shared description or an equal price raises the score; a different one does not lower it).
 PRODUCT_PROFILE: dict[str, Any] = {
     "signatures": {"super": {"rules": [["model"], ["title"]], "title_tokens": 4}},
     "dedup": {"enabled": True, "scope": "global", "candidate_cap": 50,
               "fields": {"models": {"metric": "exact", "weight": 4.0, "partial": 0.9, "ignore_quantities": True,
-                                    "common_prefix": False}}},
+                                    "common_prefix": False},
+                         "body": {"metric": "jaccard", "weight": 1.0, "evidence": "positive"},
+                         "price": {"metric": "price", "weight": 1.0, "tolerance": 0.3, "evidence": "positive"}}},
 }
 
 
@@ -113,11 +118,11 @@ async def _run_pipeline(settings: Settings, ds: Dataset, *, progress: bool) -> d
                     pend = {r[0]: r[1] for r in await cur.fetchall()}
                     if progress:
                         print(f"\r  indexing {pend.get('index', 0):>6} / dedup {pend.get('dedup', 0):>6} pending",
-                              end="", flush=True)
+                              end="", flush=True, file=sys.stderr)
                     if not pend.get("index") and not pend.get("dedup") and worker.totals["claimed"] >= len(ds.records):
                         break
                 if progress:
-                    print("\r" + " " * 60 + "\r", end="", flush=True)
+                    print("\r" + " " * 60 + "\r", end="", flush=True, file=sys.stderr)
                 wall = time.perf_counter() - t0
                 id_of = await key_to_id(conn)
                 key_of = {v: k for k, v in id_of.items()}

@@ -67,6 +67,7 @@ def test_defaults_load_and_are_sane() -> None:
         ({"cluster": {"min_density": "x"}}, "dedup.cluster.min_density"),
         ({"candidate_cap": 0}, "dedup.candidate_cap"),
         ({"fields": {"colour": {"metric": "exact"}}}, "dedup.fields.colour.weight"),
+        ({"fields": {"body": {"metric": "jaccard", "weight": 1, "evidence": "negative"}}}, "dedup.fields.body.evidence"),
     ],
 )
 def test_config_errors_name_the_dotted_key(mapping: dict, key: str) -> None:
@@ -183,6 +184,31 @@ def test_missing_fields_are_skipped_and_weights_renormalised() -> None:
     assert ps.score == 100.0
     empty = score_pair({}, {}, {}, {}, CFG)
     assert empty.score == 0.0 and empty.summary() == "no comparable fields"
+
+
+def test_positive_evidence_field_raises_the_score_but_never_lowers_it() -> None:
+    """Same product from two shops: equal title, each shop's own description and price."""
+    positive = ScoringConfig.from_mapping({"fields": {
+        "body": {"metric": "jaccard", "weight": 1.0, "evidence": "positive"},
+        "price": {"metric": "price", "weight": 1.0, "evidence": "positive"}}})
+    a = {"title": "Sony Bravia KDL-40V4100 40 inch LCD TV", "body": "Full HD panel with three HDMI inputs "
+         "and a matte black bezel, wall mount ready.", "price": 899.0}
+    b = {"title": "Sony Bravia KDL-40V4100 40 inch LCD TV", "body": "Our best selling television this "
+         "season: bright picture, slim design, free delivery.", "price": 1399.0}
+    sa, sb = make_sig(a, models=["kdl40v4100"]), make_sig(b, models=["kdl40v4100"])
+    both = score_pair(a, sa, b, sb, CFG)
+    pos = score_pair(a, sa, b, sb, positive)
+    assert both.reasons["body"]["similarity"] < 0.2 and both.reasons["price"]["similarity"] == 0.0
+    assert both.score < 90.0 <= pos.score == 100.0  # title and model agree; body and price not counted
+    assert pos.reasons["body"]["counted"] is False and pos.reasons["price"]["counted"] is False
+    assert "counted" not in both.reasons["body"]
+    # A copied description still raises a score that the other fields leave below 100.
+    c = dict(b, body=a["body"], title="Flat screen for sale")
+    sc = make_sig(c)
+    without = score_pair(a, make_sig(a), dict(c, body=None), sc, positive)
+    with_body = score_pair(a, make_sig(a), c, sc, positive)
+    assert with_body.score > without.score
+    assert "counted" not in with_body.reasons["body"]
 
 
 def test_disjoint_model_numbers_pull_the_score_down_and_block_auto_reject() -> None:

@@ -147,7 +147,8 @@ def score_pair(
         cfg: the scoring configuration.
     Returns:
         A :class:`PairScore`; ``score = 100 * Σ w_i s_i / Σ w_i`` over the fields present on both
-        sides (0.0 when none is), capped at ``duplicate_threshold - 0.1`` when
+        sides (0.0 when none is; a field with ``evidence = "positive"`` is counted only when it
+        raises the score, and its reason then lacks ``"counted": false``), capped at ``duplicate_threshold - 0.1`` when
         ``cfg.strong_negative_cap`` and an ``exact`` field is disjoint. Symmetric in (a, b)
         except for the sign in the price detail.
     """
@@ -155,6 +156,7 @@ def score_pair(
     details: dict[str, str] = {}
     total_w = acc = 0.0
     negative = False
+    positive_only: list[tuple[float, FieldSpec]] = []
     for spec in cfg.fields:
         sim = field_similarity(spec, a_fields, a_sig, b_fields, b_sig)
         if sim is None:
@@ -162,10 +164,22 @@ def score_pair(
         sim = min(1.0, max(0.0, float(sim)))
         reasons[spec.name] = {"metric": spec.metric, "similarity": round(sim, 4), "weight": spec.weight}
         details[spec.name] = _detail(spec, sim, a_fields, b_fields)
+        if spec.evidence == "positive":
+            positive_only.append((sim, spec))
+            continue
         total_w += spec.weight
         acc += spec.weight * sim
         if spec.metric == "exact" and sim == 0.0:
             negative = True
+    # Positive-only fields, most similar first, enter while each raises the mean (so the score is
+    # monotone in every similarity and never lowered by such a field); the others are listed as
+    # compared but not counted.
+    for sim, spec in sorted(positive_only, key=lambda t: -t[0]):
+        if total_w and sim * total_w <= acc:
+            reasons[spec.name]["counted"] = False
+            continue
+        total_w += spec.weight
+        acc += spec.weight * sim
     score = 100.0 * acc / total_w if total_w else 0.0
     capped = False
     if cfg.strong_negative_cap and negative and score >= cfg.duplicate_threshold:

@@ -15,6 +15,7 @@ Settings shape (all optional; ``ScoringConfig.from_mapping({})`` gives the defau
       fields:                      # merged over the defaults, per field; `null` drops a field
         title: {metric: token_set, weight: 3}
         price: {metric: price, weight: 1, tolerance: 0.3}
+        body: {metric: jaccard, weight: 1, evidence: positive}   # counts only when it raises the score
       cluster: {max_size: 50, min_density: 0.3, resolution: 1.0, seed: 42}
 """
 
@@ -57,6 +58,8 @@ METRIC_PARAMS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
 )
 
 SCOPES = ("user", "group", "category", "global")
+EVIDENCE = ("both", "positive")
+"""Values of a field's ``evidence`` setting (see :class:`FieldSpec`)."""
 
 #: Default fields, tuned by reasoning for classified ads and product listings (see module docs
 #: of :mod:`daemon.scoring.combine`): the model number is the strongest evidence, then the title.
@@ -86,12 +89,17 @@ class FieldSpec:
         metric: one of :data:`METRIC_PARAMS`.
         weight: relative weight (> 0) in the weighted mean.
         params: the metric's parameters, defaults filled in (read-only mapping).
+        evidence: ``"both"`` (default): the similarity always enters the weighted mean, so a low
+            value lowers the score; ``"positive"``: it enters only when it raises the score (a
+            match is evidence of a duplicate, a mismatch is not evidence against one). For fields
+            that sources write independently, e.g. each shop's own description of a product.
     """
 
     name: str
     metric: str
     weight: float
     params: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    evidence: str = "both"
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,10 +261,13 @@ def _parse_field(name: str, entry: Mapping[str, Any], prefix: str) -> FieldSpec:
     if metric not in METRIC_PARAMS:
         raise ConfigError(f"{prefix}.metric", f"must be one of {', '.join(METRIC_PARAMS)}, got {metric!r}")
     defaults = METRIC_PARAMS[metric]
-    _reject_unknown(entry, {"metric", "weight", *defaults}, prefix)
+    _reject_unknown(entry, {"metric", "weight", "evidence", *defaults}, prefix)
     if "weight" not in entry:
         raise ConfigError(f"{prefix}.weight", "is required")
     weight = _number(entry, "weight", 1.0, prefix, lo=0.0, lo_open=True)
+    evidence = entry.get("evidence", "both")
+    if evidence not in EVIDENCE:
+        raise ConfigError(f"{prefix}.evidence", f"must be one of {', '.join(EVIDENCE)}, got {evidence!r}")
     params: dict[str, Any] = {}
     for pname, pdefault in defaults.items():
         key = f"{prefix}.{pname}"
@@ -283,7 +294,7 @@ def _parse_field(name: str, entry: Mapping[str, Any], prefix: str) -> FieldSpec:
             if not isinstance(value, str) or not value:
                 raise ConfigError(key, f"must be a non-empty string, got {value!r}")
         params[pname] = value
-    return FieldSpec(name=name, metric=metric, weight=weight, params=MappingProxyType(params))
+    return FieldSpec(name=name, metric=metric, weight=weight, params=MappingProxyType(params), evidence=evidence)
 
 
 def _parse_cluster(raw: Any, prefix: str) -> ClusterConfig:
