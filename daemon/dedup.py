@@ -29,7 +29,7 @@ from typing import Any
 
 import psycopg
 
-from daemon.backends.base import Candidate, IndexBackend, IndexDocument
+from daemon.backends.base import Candidate, CandidateQuery, IndexBackend, IndexDocument
 from daemon.clusters import build_clusters
 from daemon.dedup_config import DedupOptions
 from daemon.logs import get_logger
@@ -103,9 +103,10 @@ async def score_candidates(table: str, record_id: str | None, doc: IndexDocument
                            options: DedupOptions) -> ScoredCandidates:
     """Look up a document's candidates through the backend and score each pair: the worker's scoring.
 
-    Shared by the dedup worker and the check API (``POST /v1/check``), so a check and the later flag
-    agree. Candidates share at least ``options.min_match`` keys within ``doc.scope``, capped at
-    ``candidate_cap``; with ``cross_source_only`` same-source candidates are skipped.
+    Shared by the dedup worker (through :func:`score_candidates_many`) and the check API
+    (``POST /v1/check``), so a check and the later flag agree. Candidates share at least
+    ``options.min_match`` keys within ``doc.scope``, capped at ``candidate_cap``; with
+    ``cross_source_only`` same-source candidates are skipped.
 
     Args:
         table: tracked table name (``schema.table``).
@@ -118,14 +119,51 @@ async def score_candidates(table: str, record_id: str | None, doc: IndexDocument
     Raises:
         TransientIndexError: the index is unreachable.
     """
-    cfg = options.scoring
     cands = await backend.candidates(table, doc.keys, doc.scope, min_match=options.min_match,
-                                     limit=cfg.candidate_cap + 1, exclude_id=record_id)
+                                     limit=options.scoring.candidate_cap + 1, exclude_id=record_id)
+    return score_found(record_id, doc, cands, options)
+
+
+async def score_candidates_many(table: str, items: Sequence[tuple[str, IndexDocument]], backend: IndexBackend,
+                                options: DedupOptions) -> list[ScoredCandidates]:
+    """:func:`score_candidates` for several records of the database with one candidate lookup
+    (:meth:`~daemon.backends.base.IndexBackend.candidates_many`).
+
+    Args:
+        items: ``(record_id, document)`` pairs.
+    Returns:
+        One :class:`ScoredCandidates` per item, in order.
+    Raises:
+        TransientIndexError: the index is unreachable.
+    """
+    out: list[ScoredCandidates] = []
+    for start in range(0, len(items), LOOKUP_CHUNK):
+        part = items[start : start + LOOKUP_CHUNK]
+        found = await backend.candidates_many(
+            table, [CandidateQuery(doc.keys, doc.scope, rid) for rid, doc in part],
+            min_match=options.min_match, limit=options.scoring.candidate_cap + 1)
+        out += [score_found(rid, doc, cands, options) for (rid, doc), cands in zip(part, found, strict=True)]
+    return out
+
+
+LOOKUP_CHUNK = 200
+"""Records per :meth:`~daemon.backends.base.IndexBackend.candidates_many` call (bounds one query or
+``_msearch`` request)."""
+
+
+def score_found(record_id: str | None, doc: IndexDocument, cands: Sequence[Candidate],
+                options: DedupOptions) -> ScoredCandidates:
+    """Score a document against the candidates a lookup returned (``candidate_cap + 1`` asked for, so
+    that a hit cap shows); pure, no I/O.
+
+    Returns:
+        :class:`ScoredCandidates`: at most ``candidate_cap`` candidates scored, ``capped`` when more came.
+    """
+    cfg = options.scoring
     capped = len(cands) > cfg.candidate_cap
-    cands = cands[: cfg.candidate_cap]
     own_source = doc.fields.get("source")
     out: list[ScoredCandidate] = []
-    for cand in cands:
+    for cand in cands[: cfg.candidate_cap]:
         if options.cross_source_only and own_source is not None \
                 and cand.document.fields.get("source") == own_source:
             continue
@@ -197,9 +235,16 @@ class DedupHandler:
     pairs_scored: int = 0
     cap_hits: int = 0
 
-    async def score_record(self, rid: str, doc: IndexDocument) -> list[Link]:
-        """Candidates of one record from the index, scored; returns links ≥ the potential threshold."""
-        res = await score_candidates(self.table, rid, doc, self.backend, self.options)
+    async def score_records(self, items: Sequence[tuple[str, IndexDocument]]) -> list[Link]:
+        """Candidates of several records from the index (one lookup), scored; returns the links
+        ≥ the potential threshold."""
+        links: list[Link] = []
+        for (rid, doc), res in zip(items, await score_candidates_many(self.table, items, self.backend, self.options),
+                                   strict=True):
+            links += self._links_of(rid, doc, res)
+        return links
+
+    def _links_of(self, rid: str, doc: IndexDocument, res: ScoredCandidates) -> list[Link]:
         if res.capped:
             log.debug("candidate cap hit", record_id=rid, cap=self.options.scoring.candidate_cap)
             self.cap_hits += 1
@@ -226,16 +271,13 @@ class DedupHandler:
         mine = [c for c in batch if c.table == self.table]
         result.failed += [(c, f"table {c.table} is not {self.table}") for c in batch if c.table != self.table]
         docs = await self.backend.get(self.table, [c.record_id for c in mine if c.op == "U"])
-        scored: list[Link] = []
-        for c in mine:
-            doc = docs.get(c.record_id)
-            if doc is not None:
-                scored += await self.score_record(c.record_id, doc)
-                result.counts["scored"] += 1
+        items = [(c.record_id, docs[c.record_id]) for c in mine if c.record_id in docs]
+        scored = await self.score_records(items)
+        result.counts["scored"] += len(items)
         ids = sorted({c.record_id for c in mine})
         async with conn.transaction():
             await conn.execute(query("dedup_lock"), {"table": self.table})
-            new_links = await self._revalidate(conn, ids, scored)
+            new_links, current = await self._revalidate(conn, ids, scored)
             new_links = await self._drop_dismissed(conn, new_links)
             cur = await conn.execute(query("delete_links_of"), {"table": self.table, "ids": ids})
             seeds = set(ids) | {x for row in await cur.fetchall() for x in row}
@@ -247,27 +289,29 @@ class DedupHandler:
                     "score": [x.score for x in new_links], "reasons": [json.dumps(x.reasons) for x in new_links],
                     "summary": [x.summary for x in new_links]})
                 seeds |= {x.a for x in new_links} | {x.b for x in new_links}
-            result.counts["flags"] = await self._recluster(conn, sorted(seeds))
+            result.counts["flags"] = await self._recluster(conn, sorted(seeds), current)
         result.counts["links"] = len(new_links)
         result.counts["pairs"] = self.pairs_scored - before
         result.counts["capped"] = self.cap_hits - caps_before  # records whose candidate list hit the cap
         result.done = list(mine)
         return result
 
-    async def _revalidate(self, conn: psycopg.AsyncConnection[Any], ids: list[str], scored: list[Link]) -> list[Link]:
+    async def _revalidate(self, conn: psycopg.AsyncConnection[Any], ids: list[str],
+                          scored: list[Link]) -> tuple[list[Link], dict[str, IndexDocument]]:
         """Under the lock: the batch's links, checked against the current index documents.
 
         * a freshly scored link whose two documents are unchanged is kept as is;
         * one whose partner changed since it was scored is re-scored; one to a deleted record goes;
         * an existing link of a batch record that the (capped) candidate lookup did not return — a
           link is a property of the pair, the other end may have made it — is re-scored too.
-        Returns the links at or above the potential threshold, one per pair.
+        Returns the links at or above the potential threshold, one per pair, and the documents read
+        under the lock (record id → current document), which :meth:`_recluster` reuses.
         """
         fresh = {(x.a, x.b): x for x in scored}
         cur = await conn.execute(query("links_of"), {"table": self.table, "ids": ids})
         pairs = set(fresh) | {(a, b) for a, b in await cur.fetchall()}
         if not pairs:
-            return []
+            return [], {}
         current = await self.backend.get(self.table, sorted({x for p in pairs for x in p}))
         cfg = self.options.scoring
         out = []
@@ -282,7 +326,7 @@ class DedupHandler:
             link = self._score_link(a, b, da, db)
             if decide(link.score, cfg) is not None:
                 out.append(link)
-        return out
+        return out, current
 
     def _score_link(self, a: str, b: str, da: IndexDocument, db: IndexDocument) -> Link:
         """The pair (``a`` before ``b``) scored from its two documents, with their versions."""
@@ -319,8 +363,12 @@ class DedupHandler:
         link.summary = f"linked via #{other}; directly: {link.summary}"
         return link
 
-    async def _recluster(self, conn: psycopg.AsyncConnection[Any], seeds: list[str]) -> int:
-        """Recompute clusters and flags of the components around ``seeds``; returns flags written."""
+    async def _recluster(self, conn: psycopg.AsyncConnection[Any], seeds: list[str],
+                         known: dict[str, IndexDocument]) -> int:
+        """Recompute clusters and flags of the components around ``seeds``; returns flags written.
+
+        ``known``: documents already read under the same lock (their ids that are absent from it are
+        fetched; an id in ``known`` whose record is gone is simply missing from it)."""
         cfg = self.options.scoring
         cur = await conn.execute(query("component"), {"table": self.table, "ids": seeds,
                                                       "max_nodes": self.options.max_component + len(seeds)})
@@ -329,7 +377,12 @@ class DedupHandler:
             log.warning("component truncated", size=len(comp), max_component=self.options.max_component)
         cur = await conn.execute(query("links_among"), {"table": self.table, "ids": comp})
         links = [Link(r[0], r[1], float(r[2]), r[3], r[4]) for r in await cur.fetchall()]
-        docs = await self.backend.get(self.table, comp) if links else {}
+        docs: dict[str, IndexDocument] = {}
+        if links:
+            docs = {rid: known[rid] for rid in comp if rid in known}
+            missing = [rid for rid in comp if rid not in known]
+            if missing:
+                docs |= await self.backend.get(self.table, missing)
         if self.options.best_match_per_source:
             links = mutual_best_per_source(links, {rid: d.fields.get("source") for rid, d in docs.items()},
                                            lambda r: order_key(r, docs.get(r)))

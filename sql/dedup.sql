@@ -25,12 +25,17 @@ WHERE c1.table_name = %(table)s AND c1.record_id = ANY(%(ids)b::text[]);
 
 -- name: component
 -- The connected component(s) of the given records over the links, at most %(max_nodes)s records.
+-- Each step follows a record's links in both directions through the two indexes (a LATERAL union,
+-- not an OR join, which the planner cannot drive from an index).
 WITH RECURSIVE comp(id) AS (
     SELECT unnest(%(ids)b::text[])
     UNION
-    SELECT CASE WHEN l.a = comp.id THEN l.b ELSE l.a END
-    FROM comp JOIN nearsync.dedup_links l
-      ON l.table_name = %(table)s AND (l.a = comp.id OR l.b = comp.id)
+    SELECT x.id
+    FROM comp CROSS JOIN LATERAL (
+        SELECT l.b AS id FROM nearsync.dedup_links l WHERE l.table_name = %(table)s AND l.a = comp.id
+        UNION ALL
+        SELECT l.a FROM nearsync.dedup_links l WHERE l.table_name = %(table)s AND l.b = comp.id
+    ) x
 )
 SELECT id FROM comp LIMIT %(max_nodes)s;
 

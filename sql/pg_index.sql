@@ -51,6 +51,29 @@ FROM hits JOIN nearsync.documents d ON d.table_name = %(table)s AND d.record_id 
 WHERE NOT d.deleted
 ORDER BY hits.matched DESC, d.record_id;
 
+-- name: candidates_many
+-- candidates for several lookups at once: lookup qids[i] has hashed key keys[i]; exclude_ids[q] is
+-- lookup q's own record (NULL for none). Ids and match counts per lookup, best first, at most
+-- %(limit)s each; the documents are fetched once per distinct id with get_documents.
+-- The key rows are read once through the key index (key = ANY), then joined to the lookups in memory.
+WITH q AS (
+    SELECT t.qid, t.key FROM unnest(%(qids)b::integer[], %(keys)b::bigint[]) AS t(qid, key)
+), k AS MATERIALIZED (
+    SELECT key, record_id FROM nearsync.document_keys
+    WHERE key = ANY(%(keys)b::bigint[]) AND table_name = %(table)s
+), hits AS (
+    SELECT q.qid, k.record_id, count(*)::integer AS matched
+    FROM q JOIN k ON k.key = q.key
+    GROUP BY q.qid, k.record_id
+    HAVING count(*) >= %(min_match)s
+), ranked AS (
+    SELECT h.qid, h.record_id, h.matched,
+           row_number() OVER (PARTITION BY h.qid ORDER BY h.matched DESC, h.record_id) AS rn
+    FROM hits h
+    WHERE h.record_id IS DISTINCT FROM (%(exclude_ids)s::text[])[h.qid + 1]
+)
+SELECT qid, record_id, matched FROM ranked WHERE rn <= %(limit)s ORDER BY qid, rn;
+
 -- name: count_documents
 SELECT count(*)::bigint AS n FROM nearsync.documents WHERE table_name = %(table)s AND NOT deleted;
 

@@ -168,6 +168,30 @@ async def test_candidates_min_match_scope_exclude(backend: IndexBackend) -> None
     assert await backend.candidates(T, [], u1) == []
 
 
+async def test_candidates_many_equals_one_lookup_each(backend: IndexBackend) -> None:
+    """The batch lookup the dedup worker uses gives, per query, what ``candidates`` gives."""
+    from daemon.backends.base import CandidateQuery
+
+    u1, u2 = {"user": "1"}, {"user": "2"}
+    docs = [doc(str(i), 1, [f"b1:{i % 3}", f"b2:{i % 4}", "s1:all"], scope=u1 if i % 2 else u2) for i in range(24)]
+    await backend.write(docs + [doc("deleted", 1, ["b1:0", "b2:0", "s1:all"], scope=u1)], [])
+    await backend.write([], [DeleteOp(T, "deleted", 2)])
+    await settle(backend)
+    queries = [CandidateQuery(d.keys, d.scope, d.record_id) for d in docs[:8]]
+    queries += [CandidateQuery(["b1:0", "s1:all"], u1), CandidateQuery([], u1), CandidateQuery(["zz"], u2)]
+    for min_match, limit in ((1, 100), (2, 3), (3, 100)):
+        many = await backend.candidates_many(T, queries, min_match=min_match, limit=limit)
+        assert len(many) == len(queries)
+        for q, got in zip(queries, many, strict=True):
+            one = await backend.candidates(T, q.keys, q.scope, min_match=min_match, limit=limit, exclude_id=q.exclude_id)
+            assert [(c.record_id, c.matched) for c in got] == [(c.record_id, c.matched) for c in one]
+            assert all(c.document.record_id == c.record_id and c.document.scope == q.scope for c in got)
+            assert q.exclude_id is None or q.exclude_id not in {c.record_id for c in got}
+    everyone = (await backend.candidates_many(T, queries, min_match=1, limit=100))[8]
+    assert len(everyone) == 12 and "deleted" not in {c.record_id for c in everyone}
+    assert await backend.candidates_many(T, [], min_match=1) == []
+
+
 async def test_clear_removes_table_only(backend: IndexBackend) -> None:
     await backend.write([doc("1", 1, ["b1:a"]), doc("2", 1, ["b1:a"], table="public.shops")], [])
     await settle(backend)
@@ -219,7 +243,7 @@ async def test_bulk_chunking_and_msearch(search_backend_name: str, search_url: s
         assert set(res.outcomes.values()) == {Outcome.APPLIED} and len(res.outcomes) == 60
         await be.refresh()
         assert await be.count(T) == 60
-        from daemon.backends.search_common import CandidateQuery
+        from daemon.backends.base import CandidateQuery
 
         qs = [CandidateQuery(["b1:1", "s1:all"], {"user": "1"}, "1"), CandidateQuery(["b1:0"], {"user": "0"}),
               CandidateQuery([], {})]

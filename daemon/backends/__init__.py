@@ -5,6 +5,7 @@ Processes get a backend from :func:`daemon.backends.factory.create_backend` only
 
 from daemon.backends.base import (
     Candidate,
+    CandidateQuery,
     DeleteOp,
     IndexBackend,
     IndexDocument,
@@ -14,5 +15,5 @@ from daemon.backends.base import (
     WriteResult,
 )
 
-__all__ = ["Candidate", "DeleteOp", "IndexBackend", "IndexDocument", "Outcome", "PermanentIndexError",
+__all__ = ["Candidate", "CandidateQuery", "DeleteOp", "IndexBackend", "IndexDocument", "Outcome", "PermanentIndexError",
            "TransientIndexError", "WriteResult"]

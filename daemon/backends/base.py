@@ -92,6 +92,17 @@ class Candidate:
     document: IndexDocument
 
 
+@dataclass(frozen=True, slots=True)
+class CandidateQuery:
+    """One lookup of :meth:`IndexBackend.candidates_many` (same meaning as the arguments of
+    :meth:`IndexBackend.candidates`): the record's candidate ``keys``, its ``scope`` and its own id
+    (``exclude_id``, left out of the result; ``None`` for a document not in the database)."""
+
+    keys: Sequence[str]
+    scope: Mapping[str, str]
+    exclude_id: str | None = None
+
+
 class TransientIndexError(Exception):
     """The index could not be reached or asked us to slow down (timeouts, 429, 5xx).
 
@@ -136,6 +147,14 @@ class IndexBackend(Protocol):
         """Documents of ``table`` in the same ``scope`` that share at least ``min_match`` of ``keys``.
 
         Ordered by ``matched`` descending, at most ``limit`` of them; ``exclude_id`` is left out.
+        """
+
+    async def candidates_many(
+        self, table: str, queries: Sequence[CandidateQuery], *, min_match: int = 1, limit: int = 100,
+    ) -> list[list[Candidate]]:
+        """:meth:`candidates` for several records in one round trip (the dedup worker's batch).
+
+        Returns one list per query, in order, each as :meth:`candidates` would return it.
         """
 
     async def count(self, table: str) -> int:

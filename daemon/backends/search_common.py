@@ -34,6 +34,7 @@ from typing import Any, Protocol
 from daemon.backends import search_bodies as B
 from daemon.backends.base import (
     Candidate,
+    CandidateQuery,
     DeleteOp,
     IndexDocument,
     Outcome,
@@ -112,15 +113,6 @@ class SearchClient(Protocol):
 
     async def close(self) -> None:
         """Close the client's connections; safe to call twice."""
-
-
-@dataclass(frozen=True, slots=True)
-class CandidateQuery:
-    """One lookup of :meth:`SearchBackend.candidates_many` (same meaning as :meth:`SearchBackend.candidates`)."""
-
-    keys: Sequence[str]
-    scope: Mapping[str, str]
-    exclude_id: str | None = None
 
 
 class SearchBackend:
