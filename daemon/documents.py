@@ -14,8 +14,12 @@ from typing import Any
 from daemon.backends.base import IndexDocument
 from daemon.config import Settings
 from daemon.errors import RecordError
+from daemon.logs import get_logger
 from daemon.signatures import SignatureParams, compute_signature
 from daemon.tables import SourceTable
+
+_log = get_logger("nearsync.documents")
+
 
 def scope_kind(settings: Settings) -> str:
     """The configured candidate scope (``dedup.scope``): global, user, group or category.
@@ -160,7 +164,15 @@ class SignaturePool:
         loop = asyncio.get_running_loop()
         size = -(-len(items) // self.workers)
         chunks = [items[i:i + size] for i in range(0, len(items), size)]
-        parts = await asyncio.gather(*(loop.run_in_executor(self._pool, self.builder.build_many, c) for c in chunks))
+        try:
+            parts = await asyncio.gather(*(loop.run_in_executor(self._pool, self.builder.build_many, c)
+                                           for c in chunks))
+        except Exception as e:  # noqa: BLE001 - the pool broke (a worker killed, no forkserver): not the rows' fault
+            # build_many returns RecordError values for bad rows and does not raise for them, so an
+            # exception here is the pool's; build inline and start a fresh pool next time.
+            _log.warning("signature pool failed, building this batch inline", error=f"{type(e).__name__}: {e}"[:300])
+            self.close()
+            return self.builder.build_many(items)
         return [d for part in parts for d in part]
 
     def close(self) -> None:

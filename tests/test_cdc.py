@@ -196,3 +196,34 @@ async def test_modes_share_the_same_result(settings: Settings, mode: str) -> Non
     async with running_indexer(s):
         await wait_until(lambda: in_sync(settings))
     assert len(await index_state(settings)) == 40
+
+
+@pytest.mark.parametrize("backend_name", ["postgres"], indirect=True)
+async def test_signature_pool_broken_by_a_killed_worker_builds_inline(settings: Settings) -> None:
+    """A signature worker process killed with SIGKILL breaks the process pool; the batch is built
+    inline (nothing is reported as a bad row) and the next large batch gets a fresh pool."""
+    import os
+    import signal
+
+    from daemon.documents import DocumentBuilder, SignaturePool
+    from daemon.errors import RecordError
+    from daemon.service import open_source
+
+    builder = DocumentBuilder.from_settings(settings, await open_source(settings))
+    rows = [({"id": i, "user_id": "u1", "category": "tv", "title": f"Sony Bravia KDL-40V{4100 + i} LCD TV",
+              "body": "Full HD, three HDMI inputs, wall mount.", "price": 399.0 + i, "lat": None, "lon": None,
+              "status": "active"}, i + 1) for i in range(40)]
+    pool = SignaturePool(builder, workers=2, min_parallel=8)
+    try:
+        first = await pool.build(rows)
+        assert pool._pool is not None and len(first) == 40
+        for proc in list(pool._pool._processes.values()):
+            os.kill(proc.pid, signal.SIGKILL)
+        again = await pool.build(rows)
+        assert not any(isinstance(d, RecordError) for d in again)
+        assert [d.record_id for d in again] == [str(i) for i in range(40)]  # type: ignore[union-attr]
+        assert [d.keys for d in again] == [d.keys for d in first]  # type: ignore[union-attr]
+        assert pool._pool is None  # closed; the next large batch starts a fresh one
+        assert len(await pool.build(rows)) == 40 and pool._pool is not None
+    finally:
+        pool.close()
