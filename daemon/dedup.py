@@ -347,6 +347,27 @@ class DedupHandler:
         return [x for x in links if (x.a, x.b) not in dismissed or x.versions is None
                 or tuple(x.versions) != dismissed[(x.a, x.b)]]
 
+    async def _keep_confirmed(self, conn: psycopg.AsyncConnection[Any],
+                              flags: list[tuple[str, str, str, str, Link]],
+                              docs: dict[str, IndexDocument]) -> list[tuple[str, str, str, str, Link]]:
+        """Flags ``(member, flag, original, cluster_id, link)`` with the ones a moderator confirmed
+        (``duplicate`` in ``nearsync.pair_decisions`` for (member, original)) kept ``duplicate``
+        while both records have the document versions decided on; an edit lets the score decide."""
+        pending = [canonical(f[0], f[2]) for f in flags if f[1] != "duplicate"]
+        if not pending:
+            return flags
+        cur = await conn.execute(query("confirmed_pairs"), {"table": self.table, "a": [p[0] for p in pending],
+                                                            "b": [p[1] for p in pending]})
+        confirmed = set()
+        for a, b, va, vb in await cur.fetchall():
+            da, db = docs.get(a), docs.get(b)
+            if da is not None and db is not None and (da.version, db.version) == (va, vb):
+                confirmed.add((a, b))
+        if not confirmed:
+            return flags
+        return [(m, "duplicate" if canonical(m, o) in confirmed else flag, o, cid, link)
+                for m, flag, o, cid, link in flags]
+
     def _direct(self, member: str, original: str, docs: dict[str, IndexDocument], via: Link) -> Link:
         """The (member, original) pair scored directly, for a member linked to it only through others.
 
@@ -408,6 +429,7 @@ class DedupHandler:
                     link = self._direct(m, cl.original, docs, via)
                 flag = decide(link.score, cfg) or "potential_duplicate"
                 flags.append((m, flag, cl.original, cl.id, link))
+        flags = await self._keep_confirmed(conn, flags, docs)
         await conn.execute(query("clear_clusters"), {"table": self.table, "ids": comp})
         if members:
             await conn.execute(query("insert_clusters"), {

@@ -9,6 +9,14 @@ FROM nearsync.pair_decisions d
 JOIN unnest(%(a)b::text[], %(b)b::text[]) AS x(a, b) ON x.a = d.a AND x.b = d.b
 WHERE d.table_name = %(table)s AND d.decision = 'not_duplicate';
 
+-- name: confirmed_pairs
+-- Pairs among the given ones (canonical order) a moderator confirmed as duplicates, with the
+-- document versions decided on (the flag stays 'duplicate' while both are unchanged).
+SELECT d.a, d.b, d.a_version, d.b_version
+FROM nearsync.pair_decisions d
+JOIN unnest(%(a)b::text[], %(b)b::text[]) AS x(a, b) ON x.a = d.a AND x.b = d.b
+WHERE d.table_name = %(table)s AND d.decision = 'duplicate';
+
 -- name: moderation_queue
 -- Potential duplicates, newest first, with the record and its original as jsonb rows; optional
 -- filters: the record's category column value, a minimum score.

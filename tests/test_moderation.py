@@ -59,6 +59,35 @@ async def doc_version(s: Settings, rid: str) -> int:
         return (await backend.get("public.ads", [rid]))[rid].version
 
 
+async def requeue_for_dedup(dsn: str, *record_ids: str) -> None:
+    """Put records back on the dedup queue (as the indexer does), without changing them."""
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
+        for rid in record_ids:
+            await c.execute("INSERT INTO nearsync.index_tracking (queue, table_name, record_id, op, seq) "
+                            "VALUES ('dedup', 'public.ads', %s, 'U', nextval('nearsync.change_seq'))", (rid,))
+
+
+async def test_confirmed_flag_survives_rescoring_until_an_ad_changes(msettings: Settings) -> None:
+    """A confirmed potential duplicate (score 94.1, below duplicate_threshold 95) stays ``duplicate``
+    when the worker re-scores the pair, and the score decides again once one of the ads is edited."""
+    s = msettings
+    ids = await two_potential_duplicates(s)
+    async with api_client(s) as c:
+        r = await c.post("/moderation/decide", data={"record_id": ids["tv_edit"], "original_id": ids["tv"],
+                                                     "action": "confirm", "moderator": "alice"},
+                         headers={"accept": "application/json"})
+        assert r.status_code == 200 and r.json()["decision"] == "duplicate"
+    assert (await flags(s.dsn))[ids["tv_edit"]] == ("duplicate", ids["tv"])
+    await requeue_for_dedup(s.dsn, ids["tv"], ids["tv_edit"])
+    async with running_indexer(s), running_worker(s):
+        await settle(s)
+        assert (await flags(s.dsn))[ids["tv_edit"]] == ("duplicate", ids["tv"])
+        async with await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as c:
+            await c.execute("UPDATE ads SET price = 263 WHERE id = %s", (int(ids["tv_edit"]),))
+        await settle(s)
+    assert (await flags(s.dsn))[ids["tv_edit"]] == ("potential_duplicate", ids["tv"])
+
+
 async def test_confirm_dismiss_and_the_worker_skips_a_dismissed_pair(msettings: Settings, tmp_path: Path) -> None:
     s = msettings
     ids = await two_potential_duplicates(s)
@@ -95,9 +124,7 @@ async def test_confirm_dismiss_and_the_worker_skips_a_dismissed_pair(msettings: 
     assert dec[(ids["cam"], ids["cam_edit"])] == ("not_duplicate", cam_v, cam_edit_v, "bob")
 
     # the dismissal queued the record: the worker re-scores it, and the original too, without flagging
-    async with await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as c:
-        await c.execute("INSERT INTO nearsync.index_tracking (queue, table_name, record_id, op, seq) "
-                        "VALUES ('dedup', 'public.ads', %s, 'U', nextval('nearsync.change_seq'))", (ids["cam"],))
+    await requeue_for_dedup(s.dsn, ids["cam"])
     async with running_indexer(s), running_worker(s):
         await settle(s)
         assert ids["cam_edit"] not in await flags(s.dsn)
