@@ -227,3 +227,23 @@ async def test_signature_pool_broken_by_a_killed_worker_builds_inline(settings: 
         assert len(await pool.build(rows)) == 40 and pool._pool is not None
     finally:
         pool.close()
+
+
+@pytest.mark.parametrize("backend_name", ["opensearch", "elasticsearch"], indirect=True)
+async def test_index_mapping_error_dead_letters_that_record_only(settings: Settings) -> None:
+    """A document the search server rejects permanently (400: latitude 95 is not a geo_point) is
+    retried, then dead-lettered with the server's error, while the rest of its batches is indexed."""
+    good = await insert_ads(settings.dsn, 15)
+    async with await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True) as c:
+        cur = await c.execute("INSERT INTO ads (title, body, price, lat, lon) "
+                              "VALUES ('Sofa, three seats', 'Blue velvet sofa.', 90, 95.0, 2.35) RETURNING id")
+        bad = str((await cur.fetchone())[0])  # type: ignore[index]
+    good += await insert_ads(settings.dsn, 15, start=15)
+    async with running_indexer(settings):
+        await wait_until(lambda: _zero(pending(settings.dsn)), timeout=60)
+    assert set(await index_state(settings)) == set(good)
+    async with await psycopg.AsyncConnection.connect(settings.dsn) as c:
+        cur = await c.execute("SELECT record_id, attempts, error FROM nearsync.dead_letters")
+        dead = await cur.fetchall()
+    assert [(d[0], d[1]) for d in dead] == [(bad, settings.daemon.max_attempts)]
+    assert "400" in dead[0][2] and "location" in dead[0][2]
