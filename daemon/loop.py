@@ -295,7 +295,15 @@ class QueueLoop:
         return total
 
     async def run_batch_with_retry(self, limit: int) -> int:
-        """One claim → process → ack cycle, retried with exponential backoff on transient errors."""
+        """One claim → process → ack cycle, retried with exponential backoff on transient errors.
+
+        Each retry halves the batch size (not below ``limit // 8`` nor the sizer's floor), so a batch
+        too large for a slow or overloaded index (request timeouts) gets through instead of being
+        retried as is forever; in realtime mode the sizer keeps the smaller size and grows it back
+        on fast batches.
+        """
+        floor = max(1, min(limit, max(self.sizer.floor, limit // 8)))
+        size = limit
         async for attempt in AsyncRetrying(
             retry=retry_if_exception_type(TRANSIENT_ERRORS),
             wait=wait_exponential(multiplier=self.settings.retry_backoff_s, max=30),
@@ -304,7 +312,11 @@ class QueueLoop:
             before_sleep=self._before_retry,
         ):
             with attempt:
-                return await self.run_batch(limit)
+                if attempt.retry_state.attempt_number > 1:
+                    size = max(floor, size // 2)
+                    if self.settings.mode == "realtime":
+                        self.sizer.limit = min(self.sizer.limit, size)
+                return await self.run_batch(size)
         return 0  # pragma: no cover - AsyncRetrying always returns or raises
 
     async def run_batch(self, limit: int) -> int:

@@ -26,8 +26,11 @@ RETURNING d.record_id;
 -- name: delete_keys
 DELETE FROM nearsync.document_keys WHERE table_name = %(table)s AND record_id = ANY(%(record_ids)b::text[]);
 
--- name: copy_keys
-COPY nearsync.document_keys (key, table_name, record_id) FROM STDIN (FORMAT BINARY);
+-- name: insert_keys
+-- The hashed candidate keys of the documents just written, as two parallel arrays (one statement
+-- with binary array parameters: no per-row round trip or per-row client call).
+INSERT INTO nearsync.document_keys (key, table_name, record_id)
+SELECT u.key, %(table)s, u.record_id FROM unnest(%(keys)b::bigint[], %(record_ids)b::text[]) AS u(key, record_id);
 
 -- name: get_documents
 SELECT record_id, version, scope, fields, signature, keys FROM nearsync.documents

@@ -235,7 +235,7 @@ async def test_strict_template_mappings(sbackend: SearchBackend) -> None:
 
 
 async def test_bulk_chunking_and_msearch(search_backend_name: str, search_url: str) -> None:
-    be = create_search_backend(search_backend_name, search_options(search_url, bulk_docs=7, bulk_bytes=4096))
+    be = create_search_backend(search_backend_name, search_options(search_url, bulk_docs=7, bulk_bytes=4096, msearch_size=2))
     await be.open()
     try:
         docs = [doc(str(i), 1, [f"b1:{i % 5}", "s1:all"], scope={"user": str(i % 2)}) for i in range(60)]
@@ -357,6 +357,7 @@ async def test_rebuild_dual_write_via_next_alias(sbackend: SearchBackend) -> Non
     ({"url": "localhost:9200"}, "index.url"),
     ({"url": []}, "index.url"),
     ({"bulk_docs": 0}, "index.bulk_docs"),
+    ({"msearch_size": 0}, "index.msearch_size"),
     ({"bulk_bytes": "5MB"}, "index.bulk_bytes"),
     ({"timeout_s": -1}, "index.timeout_s"),
     ({"verify_certs": "yes"}, "index.verify_certs"),

@@ -157,12 +157,14 @@ class PostgresBackend:
                     await conn.execute(query("delete_keys"), {"table": table, "record_ids": changed})
                 won = [d for d, _ in ups if d.record_id in applied]
                 if won:
-                    async with conn.cursor() as cur, cur.copy(query("copy_keys")) as copy:
-                        copy.set_types(["int8", "text", "text"])
-                        for d in won:
-                            prefix = key_prefix(table, d.scope)
-                            for h in {key_hash(prefix, k) for k in d.keys}:
-                                await copy.write_row((h, table, d.record_id))
+                    hashes: list[int] = []
+                    owners: list[str] = []
+                    for d in won:
+                        prefix = key_prefix(table, d.scope)
+                        found = {key_hash(prefix, k) for k in d.keys}
+                        hashes += found
+                        owners += [d.record_id] * len(found)
+                    await conn.execute(query("insert_keys"), {"table": table, "keys": hashes, "record_ids": owners})
                 for d, _ in ups:
                     outcomes[(table, d.record_id)] = Outcome.APPLIED if d.record_id in applied else Outcome.STALE
                 for op in dels:

@@ -23,6 +23,9 @@ index               "nearsync_ads"        the alias the daemon reads and writes;
                                           indices are ``<index>_v<N>``
 bulk_docs           500                   max actions per bulk request
 bulk_bytes          5 MiB                 max bytes per bulk request
+msearch_size        20                    max candidate searches per ``_msearch`` request
+                                          (a batch's lookups are split; each request stays
+                                          well inside ``timeout_s`` on a loaded server)
 keep_versions       2                     index versions kept by ``prune_versions``
 min_should_match    1                     floor on ``min_match`` for candidate queries
 more_like_this      false                 add a more_like_this clause (title/body of the
@@ -55,7 +58,7 @@ ENV_API_KEY = "NEARSYNC_INDEX_API_KEY"
 ENV_PASSWORD = "NEARSYNC_INDEX_PASSWORD"
 _ALIAS = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,200}$")
 _KNOWN = {"url", "api_key", "username", "password", "ca_certs", "verify_certs", "timeout_s", "index",
-          "bulk_docs", "bulk_bytes", "keep_versions", "min_should_match", "more_like_this"}
+          "bulk_docs", "bulk_bytes", "msearch_size", "keep_versions", "min_should_match", "more_like_this"}
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,7 @@ class SearchOptions:
     index: str = "nearsync_ads"
     bulk_docs: int = 500
     bulk_bytes: int = 5 * 1024 * 1024
+    msearch_size: int = 20
     keep_versions: int = 2
     min_should_match: int = 1
     more_like_this: bool = False
@@ -83,7 +87,8 @@ class SearchOptions:
         urls = ", ".join(redact_dsn(u) for u in self.urls)
         auth = "api_key" if self.api_key else ("basic" if self.username else "none")
         return (f"SearchOptions(urls=[{urls}], auth={auth}, index={self.index!r}, timeout_s={self.timeout_s}, "
-                f"bulk_docs={self.bulk_docs}, bulk_bytes={self.bulk_bytes}, keep_versions={self.keep_versions}, "
+                f"bulk_docs={self.bulk_docs}, bulk_bytes={self.bulk_bytes}, msearch_size={self.msearch_size}, "
+                f"keep_versions={self.keep_versions}, "
                 f"min_should_match={self.min_should_match}, more_like_this={self.more_like_this})")
 
 
@@ -174,7 +179,8 @@ def parse_options(options: Mapping[str, Any], env: Mapping[str, str] | None = No
         if not isinstance(name, str) or not _ALIAS.match(name):
             raise ConfigError(_key("index"), f"must be a lowercase index name (a-z, 0-9, _, -), got {name!r}")
         kw["index"] = name
-    for name, minimum in (("bulk_docs", 1), ("bulk_bytes", 1024), ("keep_versions", 1), ("min_should_match", 1)):
+    for name, minimum in (("bulk_docs", 1), ("bulk_bytes", 1024), ("msearch_size", 1), ("keep_versions", 1),
+                          ("min_should_match", 1)):
         if name in d:
             kw[name] = _int(name, d[name], minimum)
     return SearchOptions(**kw)

@@ -324,22 +324,24 @@ class SearchBackend:
 
     async def candidates_many(self, table: str, queries: Sequence[CandidateQuery], *, min_match: int = 1,
                               limit: int = 100) -> list[list[Candidate]]:
-        """:meth:`candidates` for several records in one ``_msearch`` round trip.
+        """:meth:`candidates` for several records in ``_msearch`` round trips of at most
+        ``msearch_size`` searches each (so one request stays well inside ``timeout_s``).
 
         Returns one list per query, in order. Raises TransientIndexError if any search was rejected
-        with 429/5xx, SearchHTTPError for another per-search error.
+        with 429/5xx or timed out, SearchHTTPError for another per-search error.
         """
         mm = self._effective_min(min_match)
         todo = [(i, q) for i, q in enumerate(queries) if q.keys and limit > 0]
         out: list[list[Candidate]] = [[] for _ in queries]
-        if not todo:
-            return out
-        lines = B.msearch_lines(self.alias, (self._candidate_body(table, q, mm, limit) for _, q in todo))
-        res = await self.client.request("POST", "/_msearch", lines, ndjson=True)
-        for (i, q), r in zip(todo, res.get("responses", []), strict=True):
-            if "error" in r:
-                raise http_error(int(r.get("status") or 500), r)
-            out[i] = self._candidates_from(r, q, mm)
+        step = self.options.msearch_size
+        for start in range(0, len(todo), step):
+            part = todo[start : start + step]
+            lines = B.msearch_lines(self.alias, (self._candidate_body(table, q, mm, limit) for _, q in part))
+            res = await self.client.request("POST", "/_msearch", lines, ndjson=True)
+            for (i, q), r in zip(part, res.get("responses", []), strict=True):
+                if "error" in r:
+                    raise http_error(int(r.get("status") or 500), r)
+                out[i] = self._candidates_from(r, q, mm)
         return out
 
     async def count(self, table: str) -> int:
