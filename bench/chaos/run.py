@@ -175,10 +175,10 @@ class Fleet:
         log.close()
 
     def kill9(self, name: str) -> None:
-        """SIGKILL ``name``, reap it and start it again."""
+        """SIGKILL ``name`` and its process group (its signature pool workers too), reap it and start
+        it again."""
         proc = self.procs[name]
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGKILL)
+        _killpg(proc, signal.SIGKILL)
         proc.wait(10)
         self.spawn(name)
 
@@ -193,17 +193,27 @@ class Fleet:
             await asyncio.sleep(0.3)
 
     def stop(self, timeout: float = 30.0) -> None:
-        """SIGTERM everything and wait (SIGKILL after ``timeout`` seconds)."""
+        """SIGTERM everything and wait (SIGKILL after ``timeout`` seconds); then SIGKILL what is left
+        of each process group (pool workers), so nothing outlives the run."""
         self.supervising = False
         for proc in self.procs.values():
             with contextlib.suppress(ProcessLookupError):
                 proc.terminate()
+        deadline = time.monotonic() + timeout
         for proc in self.procs.values():
             try:
-                proc.wait(timeout)
+                proc.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+                _killpg(proc, signal.SIGKILL)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(10)
+            _killpg(proc, signal.SIGKILL)
+
+
+def _killpg(proc: subprocess.Popen[bytes], sig: int) -> None:
+    """Send ``sig`` to the process group of ``proc`` (started with ``start_new_session``); gone is fine."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
 
 
 def write_config(path: Path, dsn: str, index: dict[str, Any]) -> Settings:
