@@ -2,8 +2,9 @@
 ``nearsync run`` with bounded memory.
 
 Inserts N ads in one statement (N tracking rows at once), starts the daemon as a subprocess with
-``--metrics-port``, and samples its peak resident memory (``VmHWM`` in ``/proc/<pid>/status``)
-until the queue is empty. The adaptive batch size (``QueueLoop.sizer``: floor ``batch_size // 10``,
+``--metrics-port``, and samples its peak resident memory (``VmHWM`` in ``/proc/<pid>/status``) and,
+every second, the resident memory of the daemon with its signature process pool, until the queue
+is empty. The adaptive batch size (``QueueLoop.sizer``: floor ``batch_size // 10``,
 ceiling ``batch_size * 8``) bounds what is in memory at once, so the peak does not grow with N.
 
 Documented bound: peak RSS below 500 MB for 1,000,000 pending changes with the default
@@ -12,8 +13,8 @@ Documented bound: peak RSS below 500 MB for 1,000,000 pending changes with the d
     python bench/bench_backpressure.py              # 1,000,000 changes
     python bench/bench_backpressure.py --rows 200000 --max-rss-mb 500
 
-Prints JSON (rows, seconds, changes/s, peak RSS MB, final batch limit) and exits 1 if the peak
-exceeds ``--max-rss-mb``.
+Prints JSON (rows, seconds, changes/s, peak RSS MB of the daemon and of the daemon with its pool,
+final batch limit) and exits 1 if either peak exceeds ``--max-rss-mb``.
 """
 
 from __future__ import annotations
@@ -48,6 +49,28 @@ def peak_rss_mb(pid: int) -> float:
     return int(m.group(1)) / 1024 if m else 0.0
 
 
+def tree_rss_mb(pid: int) -> float:
+    """Current resident set (``VmRSS``) of ``pid`` and all its descendants (the signature process
+    pool, its forkserver) in MB, from ``/proc``; sampled, so a short peak between samples is missed."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        todo += children.get(p, [])
+        try:
+            m = re.search(r"^VmRSS:\s+(\d+)\s+kB", Path(f"/proc/{p}/status").read_text(), re.M)
+        except OSError:
+            continue
+        total += int(m.group(1)) / 1024 if m else 0.0
+    return total
+
+
 def pending(dsn: str) -> int:
     """Tracking rows left on the index queue."""
     with psycopg.connect(dsn) as c:
@@ -79,10 +102,11 @@ def main(argv: list[str] | None = None) -> int:
         proc = subprocess.Popen([sys.executable, "-m", "daemon", "run", "--config", str(cfg), "--metrics-port",
                                  str(port), "--log-level", "warning"], cwd=REPO, env=env)
         t1 = time.monotonic()
-        peak, limit = 0.0, ""
+        peak, tree_peak, limit = 0.0, 0.0, ""
         try:
             while True:
                 peak = max(peak, peak_rss_mb(proc.pid))
+                tree_peak = max(tree_peak, tree_rss_mb(proc.pid))
                 if proc.poll() is not None:
                     raise SystemExit(f"daemon exited with {proc.returncode}")
                 if pending(dsn) == 0:
@@ -98,10 +122,10 @@ def main(argv: list[str] | None = None) -> int:
             proc.wait(60)
         took = time.monotonic() - t1
     out = {"rows": a.rows, "burst_insert_s": round(burst_s, 1), "drain_s": round(took, 1),
-           "changes_per_s": round(a.rows / took, 1), "peak_rss_mb": round(peak, 1), "final_batch_limit": limit,
-           "bound_mb": a.max_rss_mb}
+           "changes_per_s": round(a.rows / took, 1), "peak_rss_mb": round(peak, 1),
+           "peak_rss_with_pool_mb": round(tree_peak, 1), "final_batch_limit": limit, "bound_mb": a.max_rss_mb}
     print(json.dumps(out, indent=2))
-    return 1 if peak > a.max_rss_mb else 0
+    return 1 if max(peak, tree_peak) > a.max_rss_mb else 0
 
 
 if __name__ == "__main__":
