@@ -430,6 +430,15 @@ class DedupHandler:
                 flag = decide(link.score, cfg) or "potential_duplicate"
                 flags.append((m, flag, cl.original, cl.id, link))
         flags = await self._keep_confirmed(conn, flags, docs)
+        async with conn.pipeline():  # four writes, one round trip
+            await self._write_clusters_and_flags(conn, comp, members, flags, docs)
+        return len(flags)
+
+    async def _write_clusters_and_flags(self, conn: psycopg.AsyncConnection[Any], comp: list[str],
+                                        members: list[tuple[str, str, str]],
+                                        flags: list[tuple[str, str, str, str, Link]],
+                                        docs: dict[str, IndexDocument]) -> None:
+        """Replace the cluster rows and flags of the component ``comp`` (no result is read)."""
         await conn.execute(query("clear_clusters"), {"table": self.table, "ids": comp})
         if members:
             await conn.execute(query("insert_clusters"), {
@@ -444,4 +453,3 @@ class DedupHandler:
                 "scores": [f[4].score for f in flags], "reasons": [json.dumps(f[4].reasons) for f in flags],
                 "summaries": [f[4].summary for f in flags],
                 "sig_versions": [int((docs.get(f[0]).signature if docs.get(f[0]) else {}).get("v", 0)) for f in flags]})
-        return len(flags)
