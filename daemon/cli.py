@@ -71,11 +71,11 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 async def cmd_run(args: argparse.Namespace) -> int:
     from daemon.health import metrics_port_from, serving
-    from daemon.service import build_indexer, opened_backend
+    from daemon.service import build_indexer, opened_backend, when_available
 
     settings = _settings(args)
-    async with opened_backend(settings) as backend:
-        indexer = await build_indexer(settings, backend)
+    async with opened_backend(settings, wait=True) as backend:
+        indexer = await when_available("database", lambda: build_indexer(settings, backend))
         indexer.loop.install_signal_handlers()
         async with serving(indexer.loop, settings.require_dsn(), backend, indexer.table.name,
                            metrics_port_from(args.metrics_port)):
@@ -85,11 +85,11 @@ async def cmd_run(args: argparse.Namespace) -> int:
 
 async def cmd_dedup(args: argparse.Namespace) -> int:
     from daemon.health import metrics_port_from, serving
-    from daemon.service import build_worker, opened_backend
+    from daemon.service import build_worker, opened_backend, when_available
 
     settings = _settings(args)
-    async with opened_backend(settings) as backend:
-        loop = await build_worker(settings, backend)
+    async with opened_backend(settings, wait=True) as backend:
+        loop = await when_available("database", lambda: build_worker(settings, backend))
         loop.install_signal_handlers()
         async with serving(loop, settings.require_dsn(), backend, settings.source.qualified,
                            metrics_port_from(args.metrics_port)):
@@ -282,7 +282,9 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", parents=[common], help="run the indexing daemon",
                        description="LISTEN for changes and index them. realtime: process as soon as woken; "
                                    "batch: gather for --window, then process everything in one bulk. "
-                                   "SIGTERM/SIGINT finish the batch in hand and exit 0.")
+                                   "SIGTERM/SIGINT finish the batch in hand and exit 0. Started while PostgreSQL "
+                                   "or the index is down, it waits for them (logging each retry) rather than exit; "
+                                   "configuration errors still exit at once.")
     _add_loop_options(r, "rows")
     r.set_defaults(func=cmd_run, is_async=True)
 
@@ -290,7 +292,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Take indexed records from the dedup queue, look up candidates in the index, "
                                    "score each pair per field, and write duplicate / potential_duplicate flags and "
                                    "clusters to PostgreSQL. Needs [dedup] enabled = true so the indexer queues "
-                                   "records. Several workers may run side by side.")
+                                   "records. Several workers may run side by side. Waits for PostgreSQL and the "
+                                   "index at start, like run.")
     _add_loop_options(w, "records")
     w.set_defaults(func=cmd_dedup, is_async=True)
 

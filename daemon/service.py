@@ -5,15 +5,16 @@ The CLI and the tests build processes here, so both run exactly the same code.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg.rows import dict_row
 
-from daemon.backends.base import IndexBackend
+from daemon.backends.base import IndexBackend, TransientIndexError
 from daemon.backends.factory import create_backend
 from daemon.config import Settings
 from daemon.dedup_config import dedup_options
@@ -22,7 +23,11 @@ from daemon.indexer import IndexHandler
 from daemon.loop import QueueLoop
 from daemon.queries import query
 from daemon.tables import SourceTable, inspect_source
+from daemon.logs import get_logger
 from daemon.tracking import DEDUP_QUEUE, INDEX_QUEUE
+
+T = TypeVar("T")
+_log = get_logger("nearsync.service")
 
 
 def dedup_enabled(settings: Settings) -> bool:
@@ -40,11 +45,57 @@ async def open_source(settings: Settings) -> SourceTable:
         return await inspect_source(conn, settings.source)
 
 
+def unavailable(e: BaseException) -> bool:
+    """Whether ``e`` says a server is unreachable or restarting (worth waiting for), as opposed to a
+    configuration error: an index that cannot be reached (:class:`TransientIndexError`), or a
+    PostgreSQL connection error without a server answer (refused, reset, timed out) or with class 57P
+    (shutting down, starting up). Wrong credentials or a missing database are not."""
+    if isinstance(e, TransientIndexError):
+        return True
+    if isinstance(e, psycopg.OperationalError):
+        state = getattr(e, "sqlstate", None)
+        return state is None or state.startswith("57P")
+    return False
+
+
+async def when_available(what: str, make: Callable[[], Awaitable[T]], *, max_wait_s: float = 10.0) -> T:
+    """``await make()``, retried with exponential backoff (0.2 s doubling up to ``max_wait_s``) for
+    as long as it fails with an :func:`unavailable` error, logging each wait; any other error is
+    raised at once. For daemons starting while the database or the index is down (after a crash
+    or a restart), which then start instead of exiting; stop them with SIGTERM.
+
+    Args:
+        what: what is awaited, for the log (``"index"``, ``"database"``).
+        make: the coroutine factory.
+    Returns:
+        What ``make()`` returned.
+    """
+    delay = 0.2
+    while True:
+        try:
+            return await make()
+        except Exception as e:
+            if not unavailable(e):
+                raise
+            _log.warning("unavailable at start, waiting", what=what, error=f"{type(e).__name__}: {e}"[:300],
+                         retry_in_s=round(delay, 1))
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, max_wait_s)
+
+
 @asynccontextmanager
-async def opened_backend(settings: Settings) -> AsyncIterator[IndexBackend]:
-    """The configured backend, opened, closed on exit."""
+async def opened_backend(settings: Settings, *, wait: bool = False) -> AsyncIterator[IndexBackend]:
+    """The configured backend, opened, closed on exit.
+
+    Args:
+        wait: keep retrying ``open`` while the index is unreachable (daemons; see
+            :func:`when_available`) instead of raising TransientIndexError at once.
+    """
     backend = create_backend(settings)
-    await backend.open()
+    if wait:
+        await when_available("index", backend.open)
+    else:
+        await backend.open()
     try:
         yield backend
     finally:

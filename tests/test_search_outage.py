@@ -106,3 +106,27 @@ async def test_wiped_index_detected_by_verify_and_rebuilt_by_repair(settings: Se
 
 async def _zero(aw: Any) -> bool:
     return await aw == 0
+
+
+@pytest.mark.parametrize("backend_name", ["opensearch"], indirect=True)
+async def test_daemon_started_during_an_outage_waits_then_indexes(settings: Settings, proxy: TcpProxy,
+                                                                  tmp_path: Any) -> None:
+    """``nearsync run`` started while the index is unreachable waits for it (it used to exit, and a
+    supervisor restarted it in a loop), then indexes what was written meanwhile."""
+    from tests.test_reindex_search import spawn_search_daemon
+
+    s = through(settings, proxy)
+    proxy.set_mode("refuse")
+    daemon = spawn_search_daemon(s, tmp_path)
+    try:
+        await insert_ads(s.dsn, 10)
+        await asyncio.sleep(3.0)
+        assert daemon.poll() is None, (tmp_path / "daemon.log").read_text()[-2000:]
+        assert "unavailable at start" in (tmp_path / "daemon.log").read_text()
+        proxy.set_mode("forward")
+        await wait_until(lambda: in_sync(s), timeout=60)
+    finally:
+        daemon.terminate()
+        code = daemon.wait(30)
+    assert code == 0
+    assert len(await index_state(s)) == 10

@@ -521,7 +521,10 @@ async def run_chaos(cfg: ChaosConfig) -> Report:
     work = cfg.work_dir or Path(tempfile.mkdtemp(prefix="nearsync-chaos-"))
     work.mkdir(parents=True, exist_ok=True)
     rng = random.Random(cfg.seed * 7919)
-    server = ThrowawayPostgres(fast=True, settings={"max_connections": "300"})
+    # Commits must survive the immediate shutdowns injected below: synchronous_commit on (the fast
+    # mode turns it off, and a commit lost by the server would count as a change lost by nearsync).
+    # fsync may stay off: the OS keeps the WAL through a server crash.
+    server = ThrowawayPostgres(fast=True, settings={"max_connections": "300", "synchronous_commit": "on"})
     server.start()
     t_start = time.monotonic()
     try:

@@ -53,6 +53,9 @@ MAPPINGS: dict[str, Any] = {
 }
 SETTINGS: dict[str, Any] = {
     "number_of_shards": 1,
+    # Delete tombstones are what rejects a stale upsert that lands after a newer delete (two daemons,
+    # the older one slowed by retries); keep them for a day instead of Elasticsearch's 60 s default.
+    "gc_deletes": "1d",
     "analysis": {"analyzer": {TEXT_ANALYZER: {"type": "custom", "tokenizer": "standard", "filter": ["lowercase"]}}},
 }
 
