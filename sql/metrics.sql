@@ -29,12 +29,8 @@ SELECT count(*)::bigint AS n FROM nearsync.index_tracking;
 SELECT queue, record_id FROM nearsync.dead_letters WHERE table_name = %(table)s;
 
 -- name: dedup_reset
--- Forget every link, cluster and flag of a table, then put each live document on the dedup queue
--- (a clean single-worker rerun to compare against).
+-- Forget every link, cluster and flag of a table (before a clean single-worker rerun to compare
+-- against; the caller then puts every live document of the index on the dedup queue).
 WITH l AS (DELETE FROM nearsync.dedup_links WHERE table_name = %(table)s),
-     f AS (DELETE FROM nearsync.duplicate_flags WHERE table_name = %(table)s),
-     c AS (DELETE FROM nearsync.clusters WHERE table_name = %(table)s)
-INSERT INTO nearsync.index_tracking AS t (queue, table_name, record_id, op, seq, changed_at)
-SELECT 'dedup', d.table_name, d.record_id, 'U', nextval('nearsync.change_seq'), clock_timestamp()
-FROM nearsync.documents d WHERE d.table_name = %(table)s AND NOT d.deleted
-ON CONFLICT (queue, table_name, record_id) DO NOTHING;
+     f AS (DELETE FROM nearsync.duplicate_flags WHERE table_name = %(table)s)
+DELETE FROM nearsync.clusters WHERE table_name = %(table)s;

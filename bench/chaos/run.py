@@ -479,9 +479,16 @@ def check_flags(rows: list[tuple[str, str, str]], live: set[str], clean: dict[st
 
 
 async def clean_dedup_rerun(settings: Settings, fleet: Fleet, timeout_s: float) -> dict[str, tuple[str, str]]:
-    """Wipe links/clusters/flags, re-enqueue every live document, run one worker; returns its flags."""
+    """Wipe links/clusters/flags, re-enqueue every live document of the index (whatever the
+    backend), run one worker; returns its flags."""
+    async with opened_backend(settings) as backend:
+        ids = [rid async for rid, _ in backend.iter_versions(TABLE)]
     async with await connect(settings.require_dsn()) as c:
         await c.execute(query("dedup_reset"), {"table": TABLE})
+        for start in range(0, len(ids), 5000):
+            part = ids[start : start + 5000]
+            await c.execute(query("enqueue_fresh"), {"queue": "dedup", "table": TABLE, "record_ids": part,
+                                                     "ops": ["U"] * len(part)})
         await c.execute(query("notify"), {"channel": "nearsync_dedup", "payload": TABLE})
     fleet.procs.clear()
     fleet.supervising = False
