@@ -189,7 +189,8 @@ class Fleet:
                 if proc.poll() is not None and self.supervising:
                     self.unexpected_exits += 1
                     await asyncio.sleep(0.5)
-                    self.spawn(name)
+                    if self.supervising and self.procs.get(name) is proc:  # not restarted by kill9 meanwhile
+                        self.spawn(name)
             await asyncio.sleep(0.3)
 
     def stop(self, timeout: float = 30.0) -> None:
