@@ -24,10 +24,13 @@ Short run (what ``tests/test_chaos.py`` runs in CI, about 2 minutes)::
 
     python -m bench.chaos.run --duration 45 --faults-per-kind 2
 
-Soak (at least 10 minutes and 20 faults of each kind; add ``--backend opensearch`` to include the
-30 s index outages through the osmem test server)::
+Soak (at least 10 minutes and 20 faults of each kind, the 30 s index outages through the osmem
+test server included; about 22 minutes; the rate is what 2 cores sustain against osmem while it
+is unreachable half of the time)::
 
-    python -m bench.chaos.run --duration 900 --faults-per-kind 20 --seed 7 --rate 150
+    python -m bench.chaos.run --duration 900 --faults-per-kind 20 --seed 7 --rate 10 --backend opensearch
+
+The PostgreSQL-only soak (no index outages) sustains more: ``--rate 120`` without ``--backend``.
 
 Prints a JSON report (changes applied, faults per kind, lost changes, duplicate and stale flags,
 flags differing from the clean rerun, recovery p50/max per kind, throughput) and exits 1 if a
