@@ -141,3 +141,20 @@ def test_word_cache_overflow_does_not_lose_tokens(monkeypatch) -> None:
     words = [f"listing{i}" for i in range(20)]
     assert text_mod.tokens_from_words(words, opts) == text_mod.tokens_from_words(list(words), opts)
     assert len(text_mod.tokens_from_words(words, opts)) == 20
+
+
+def test_memo_overflow_with_known_and_new_pieces(monkeypatch) -> None:
+    """Regression: a text mixing memoised and new pieces that overflows the memo lost the memoised
+    ones (KeyError 'listing' in the 1,000,000-change backpressure run)."""
+    from daemon.signatures import extract as extract_mod
+    from daemon.signatures import text as text_mod
+
+    monkeypatch.setattr(text_mod, "WORD_CACHE_SIZE", 10)
+    monkeypatch.setattr(extract_mod, "PIECE_CACHE_SIZE", 10)
+    opts = text_mod.TextOptions(stem=False, stopwords=False)
+    first = ["listing", "model", "kdl-40v4100"]
+    assert text_mod.tokens_from_words(first, opts) == ["listing", "model", "kdl-40v4100", "kdl40v4100"]
+    assert extract_mod.model_numbers_from_words(first) == ["kdl40v4100"]
+    later = first + [f"word{i}" for i in range(12)]  # known pieces + enough new ones to overflow
+    assert text_mod.tokens_from_words(later, opts)[:4] == ["listing", "model", "kdl-40v4100", "kdl40v4100"]
+    assert extract_mod.model_numbers_from_words(later)[0] == "kdl40v4100"

@@ -56,11 +56,13 @@ def model_numbers_from_words(candidates: Iterable[str]) -> list[str]:
     Returns:
         Joined lower-case forms in order of first appearance; at most :data:`MAX_ITEMS`.
     """
+    candidates = list(candidates)
     cache = _piece_models
     missing = [c for c in candidates if c not in cache]
     if missing:
-        if len(cache) + len(missing) > PIECE_CACHE_SIZE:
+        if len(cache) + len(missing) > PIECE_CACHE_SIZE:  # bound memory: start afresh with these pieces
             cache.clear()
+            missing = candidates
         for c in missing:
             cache[c] = _piece_model_numbers(c)
     return _unique(list(chain.from_iterable(map(cache.__getitem__, candidates))))

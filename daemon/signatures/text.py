@@ -228,8 +228,9 @@ def tokens_from_words(candidates: list[str], options: TextOptions = DEFAULT_TEXT
     cache = _candidate_cache(options)
     missing = [c for c in candidates if c not in cache]
     if missing:
-        if len(cache) + len(missing) > WORD_CACHE_SIZE:  # bound memory; before filling, so lookups succeed
+        if len(cache) + len(missing) > WORD_CACHE_SIZE:  # bound memory: start afresh with this text's pieces
             cache.clear()
+            missing = candidates
         for c in missing:
             cache[c] = _candidate_tokens(c, options)
     return list(chain.from_iterable(map(cache.__getitem__, candidates)))
