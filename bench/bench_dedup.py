@@ -30,6 +30,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -74,28 +75,38 @@ async def run(dsn: str, n: int, samples: int) -> None:
             t_idx = time.perf_counter() - t0
         print(f"indexed {n:,} in {t_idx:.1f} s ({n / t_idx:,.0f} rows/s, one daemon)", flush=True)
         worker = await build_worker(settings, backend)
-        async with worker.session():
-            t0 = time.perf_counter()
-            done = await worker.drain()
-            t_dedup = time.perf_counter() - t0
-        print(f"dedup throughput: {done:,} records in {t_dedup:.1f} s = {done / t_dedup:,.0f} records/s per worker "
-              f"(target >= 2,000); pairs scored {worker.totals.get('pairs', 0):,}, "
-              f"flags {worker.totals.get('flags', 0):,}", flush=True)
+        await drain_throughput(worker, "dedup throughput")
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
             cur = await conn.execute("SELECT flag, count(*) FROM nearsync.duplicate_flags GROUP BY flag")
             print("flags in the table:", dict(await cur.fetchall()), flush=True)
             cur = await conn.execute("SELECT id::text, changed FROM (SELECT id, now() AS changed FROM ads "
                                      "ORDER BY random() LIMIT %s) s", (samples,))
             ids = [r[0] for r in await cur.fetchall()]
-            handler = worker.handler
-            lat = []
-            for rid in ids:
-                c = Claimed("public.ads", rid, "U", 0, time.time(), 0)  # type: ignore[arg-type]
-                t = time.perf_counter()
-                await handler.process(conn, [c])
-                lat.append((time.perf_counter() - t) * 1000)
-        print(f"single-record dedup latency with {n:,} indexed: p50 {pct(lat, 50):.1f} ms, p99 {pct(lat, 99):.1f} ms, "
-              f"mean {statistics.mean(lat):.1f} ms over {len(lat)} records (target p99 <= 10 ms)", flush=True)
+        await single_record_latency(dsn, worker, ids, n)
+
+
+async def drain_throughput(worker: Any, label: str) -> None:
+    """Drain the dedup queue with ``worker`` and print records/s per worker."""
+    async with worker.session():
+        t0 = time.perf_counter()
+        done = await worker.drain()
+        t_dedup = time.perf_counter() - t0
+    print(f"{label}: {done:,} records in {t_dedup:.1f} s = {done / t_dedup:,.0f} records/s per worker "
+          f"(target >= 2,000); pairs scored {worker.totals.get('pairs', 0):,}, "
+          f"flags {worker.totals.get('flags', 0):,}", flush=True)
+
+
+async def single_record_latency(dsn: str, worker: Any, ids: list[str], indexed: int) -> None:
+    """Time the worker's full handling of each record of ``ids`` in one-record batches; print p50/p99."""
+    lat = []
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        for rid in ids:
+            c = Claimed("public.ads", rid, "U", 0, time.time(), 0)  # type: ignore[arg-type]
+            t = time.perf_counter()
+            await worker.handler.process(conn, [c])
+            lat.append((time.perf_counter() - t) * 1000)
+    print(f"single-record dedup latency with {indexed:,} indexed: p50 {pct(lat, 50):.1f} ms, p99 {pct(lat, 99):.1f} ms, "
+          f"mean {statistics.mean(lat):.1f} ms over {len(lat)} records (target p99 <= 10 ms)", flush=True)
 
 
 async def run_indexed(dsn: str, indexed: int, backlog: int, samples: int) -> None:
@@ -114,22 +125,8 @@ async def run_indexed(dsn: str, indexed: int, backlog: int, samples: int) -> Non
                                                     "ops": ["U"] * len(ids)})
     async with opened_backend(settings) as backend:
         worker = await build_worker(settings, backend)
-        async with worker.session():
-            t0 = time.perf_counter()
-            done = await worker.drain()
-            t_dedup = time.perf_counter() - t0
-        print(f"dedup throughput with {indexed:,} indexed: {done:,} records in {t_dedup:.1f} s = "
-              f"{done / t_dedup:,.0f} records/s per worker (target >= 2,000); pairs scored "
-              f"{worker.totals.get('pairs', 0):,}, flags {worker.totals.get('flags', 0):,}", flush=True)
-        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-            lat = []
-            for rid in rng.sample(range(1, indexed + 1), samples):
-                c = Claimed("public.ads", str(rid), "U", 0, time.time(), 0)  # type: ignore[arg-type]
-                t = time.perf_counter()
-                await worker.handler.process(conn, [c])
-                lat.append((time.perf_counter() - t) * 1000)
-        print(f"single-record dedup latency with {indexed:,} indexed: p50 {pct(lat, 50):.1f} ms, p99 {pct(lat, 99):.1f} ms, "
-              f"mean {statistics.mean(lat):.1f} ms over {len(lat)} records (target p99 <= 10 ms)", flush=True)
+        await drain_throughput(worker, f"dedup throughput with {indexed:,} indexed")
+        await single_record_latency(dsn, worker, [str(i) for i in rng.sample(range(1, indexed + 1), samples)], indexed)
 
 
 def main() -> None:

@@ -334,14 +334,20 @@ class DedupHandler:
         self.pairs_scored += 1
         return Link(a, b, ps.score, ps.reasons, ps.summary(), (da.version, db.version))
 
+    async def _decided(self, conn: psycopg.AsyncConnection[Any], decision: str,
+                       pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[int, int]]:
+        """Moderators' ``decision`` (``nearsync.pair_decisions``) among ``pairs`` (canonical order):
+        pair → the ``(a_version, b_version)`` decided on."""
+        if not pairs:
+            return {}
+        cur = await conn.execute(query("decided_pairs"), {"table": self.table, "decision": decision,
+                                                          "a": [p[0] for p in pairs], "b": [p[1] for p in pairs]})
+        return {(r[0], r[1]): (r[2], r[3]) for r in await cur.fetchall()}
+
     async def _drop_dismissed(self, conn: psycopg.AsyncConnection[Any], links: list[Link]) -> list[Link]:
         """Leave out pairs a moderator dismissed (``not_duplicate`` in ``nearsync.pair_decisions``)
         while both records still have the document versions decided on; an edit lifts the decision."""
-        if not links:
-            return links
-        cur = await conn.execute(query("dismissed_pairs"), {"table": self.table, "a": [x.a for x in links],
-                                                            "b": [x.b for x in links]})
-        dismissed = {(r[0], r[1]): (r[2], r[3]) for r in await cur.fetchall()}
+        dismissed = await self._decided(conn, "not_duplicate", [(x.a, x.b) for x in links])
         if not dismissed:
             return links
         return [x for x in links if (x.a, x.b) not in dismissed or x.versions is None
@@ -353,16 +359,9 @@ class DedupHandler:
         """Flags ``(member, flag, original, cluster_id, link)`` with the ones a moderator confirmed
         (``duplicate`` in ``nearsync.pair_decisions`` for (member, original)) kept ``duplicate``
         while both records have the document versions decided on; an edit lets the score decide."""
-        pending = [canonical(f[0], f[2]) for f in flags if f[1] != "duplicate"]
-        if not pending:
-            return flags
-        cur = await conn.execute(query("confirmed_pairs"), {"table": self.table, "a": [p[0] for p in pending],
-                                                            "b": [p[1] for p in pending]})
-        confirmed = set()
-        for a, b, va, vb in await cur.fetchall():
-            da, db = docs.get(a), docs.get(b)
-            if da is not None and db is not None and (da.version, db.version) == (va, vb):
-                confirmed.add((a, b))
+        decided = await self._decided(conn, "duplicate", [canonical(f[0], f[2]) for f in flags if f[1] != "duplicate"])
+        confirmed = {(a, b) for (a, b), versions in decided.items()
+                     if a in docs and b in docs and (docs[a].version, docs[b].version) == versions}
         if not confirmed:
             return flags
         return [(m, "duplicate" if canonical(m, o) in confirmed else flag, o, cid, link)

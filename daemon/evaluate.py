@@ -24,7 +24,6 @@ import json
 import sys
 import time
 from collections import Counter, defaultdict
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 

@@ -5,7 +5,6 @@ The CLI and the tests build processes here, so both run exactly the same code.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ from typing import Any, TypeVar
 
 import psycopg
 from psycopg.rows import dict_row
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential
 
 from daemon.backends.base import IndexBackend, TransientIndexError
 from daemon.backends.factory import create_backend
@@ -20,10 +20,10 @@ from daemon.config import Settings
 from daemon.dedup_config import dedup_options
 from daemon.documents import DocumentBuilder
 from daemon.indexer import IndexHandler
+from daemon.logs import get_logger
 from daemon.loop import QueueLoop
 from daemon.queries import query
 from daemon.tables import SourceTable, inspect_source
-from daemon.logs import get_logger
 from daemon.tracking import DEDUP_QUEUE, INDEX_QUEUE
 
 T = TypeVar("T")
@@ -68,19 +68,19 @@ async def when_available(what: str, make: Callable[[], Awaitable[T]], *, max_wai
         what: what is awaited, for the log (``"index"``, ``"database"``).
         make: the coroutine factory.
     Returns:
-        What ``make()`` returned.
+        What ``make()`` returned (retries by tenacity's ``AsyncRetrying``).
     """
-    delay = 0.2
-    while True:
-        try:
+
+    def log_wait(state: RetryCallState) -> None:
+        e = state.outcome.exception() if state.outcome else None
+        _log.warning("unavailable at start, waiting", what=what, error=f"{type(e).__name__}: {e}"[:300],
+                     retry_in_s=round(state.next_action.sleep, 1) if state.next_action else None)
+
+    async for attempt in AsyncRetrying(retry=retry_if_exception(unavailable), reraise=True, before_sleep=log_wait,
+                                       wait=wait_exponential(multiplier=0.2, max=max_wait_s)):
+        with attempt:
             return await make()
-        except Exception as e:
-            if not unavailable(e):
-                raise
-            _log.warning("unavailable at start, waiting", what=what, error=f"{type(e).__name__}: {e}"[:300],
-                         retry_in_s=round(delay, 1))
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, max_wait_s)
+    raise AssertionError("unreachable: AsyncRetrying returns or raises")  # pragma: no cover
 
 
 @asynccontextmanager

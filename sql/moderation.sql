@@ -1,21 +1,14 @@
 -- Moderation: the duplicates queue, moderators' decisions, and the dedup worker's check of them
 -- (daemon.api.moderation, daemon.dedup, daemon.evaluate --feedback).
 
--- name: dismissed_pairs
--- Pairs among the given ones (canonical order) a moderator decided are not duplicates, with the
--- index document versions decided on (the dedup worker skips them while both are unchanged).
+-- name: decided_pairs
+-- Pairs among the given ones (canonical order) on which a moderator made %(decision)s, with the index
+-- document versions decided on: the dedup worker skips a 'not_duplicate' pair and keeps a
+-- 'duplicate' flag while both records are unchanged.
 SELECT d.a, d.b, d.a_version, d.b_version
 FROM nearsync.pair_decisions d
 JOIN unnest(%(a)b::text[], %(b)b::text[]) AS x(a, b) ON x.a = d.a AND x.b = d.b
-WHERE d.table_name = %(table)s AND d.decision = 'not_duplicate';
-
--- name: confirmed_pairs
--- Pairs among the given ones (canonical order) a moderator confirmed as duplicates, with the
--- document versions decided on (the flag stays 'duplicate' while both are unchanged).
-SELECT d.a, d.b, d.a_version, d.b_version
-FROM nearsync.pair_decisions d
-JOIN unnest(%(a)b::text[], %(b)b::text[]) AS x(a, b) ON x.a = d.a AND x.b = d.b
-WHERE d.table_name = %(table)s AND d.decision = 'duplicate';
+WHERE d.table_name = %(table)s AND d.decision = %(decision)s;
 
 -- name: moderation_queue
 -- Potential duplicates, newest first, with the record and its original as jsonb rows; optional

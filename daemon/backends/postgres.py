@@ -49,6 +49,13 @@ def key_hash(prefix: bytes, key: str) -> int:
     return h - (1 << 64) if h >= 1 << 63 else h
 
 
+def key_hashes(table: str, scope: Mapping[str, str], keys: Sequence[str]) -> set[int]:
+    """The distinct hashed keys (:func:`key_hash`) of ``keys`` for a document of ``table`` in ``scope``:
+    what ``nearsync.document_keys`` stores for it and what a candidate lookup asks for."""
+    prefix = key_prefix(table, scope)
+    return {key_hash(prefix, k) for k in keys}
+
+
 def _dumps(v: Any) -> str:
     return json.dumps(v, allow_nan=False, separators=(",", ":"))
 
@@ -160,8 +167,7 @@ class PostgresBackend:
                     hashes: list[int] = []
                     owners: list[str] = []
                     for d in won:
-                        prefix = key_prefix(table, d.scope)
-                        found = {key_hash(prefix, k) for k in d.keys}
+                        found = key_hashes(table, d.scope, d.keys)
                         hashes += found
                         owners += [d.record_id] * len(found)
                     await conn.execute(query("insert_keys"), {"table": table, "keys": hashes, "record_ids": owners})
@@ -188,8 +194,7 @@ class PostgresBackend:
     async def candidates(self, table: str, keys: Sequence[str], scope: Mapping[str, str], *, min_match: int = 1,
                          limit: int = 100, exclude_id: str | None = None) -> list[Candidate]:
         """Records sharing ``min_match`` hashed keys in the same scope, best first (see protocol)."""
-        prefix = key_prefix(table, scope)
-        hashes = sorted({key_hash(prefix, k) for k in keys})
+        hashes = sorted(key_hashes(table, scope, keys))
         if not hashes:
             return []
         try:
@@ -209,8 +214,7 @@ class PostgresBackend:
         qids: list[int] = []
         hashes: list[int] = []
         for i, q in enumerate(queries):
-            prefix = key_prefix(table, q.scope)
-            found = {key_hash(prefix, k) for k in q.keys}
+            found = key_hashes(table, q.scope, q.keys)
             qids += [i] * len(found)
             hashes += found
         if not hashes or limit <= 0:

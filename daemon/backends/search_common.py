@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from daemon.backends import search_bodies as B

@@ -10,6 +10,7 @@ import re
 from itertools import chain
 from typing import Iterable
 
+from ._memo import fill_memo
 from .text import words
 
 _EMAIL = re.compile(r"[a-z0-9][a-z0-9._%+\-]{0,63}@[a-z0-9](?:[a-z0-9\-]{0,62}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9\-]{0,62}[a-z0-9])?)*\.[a-z]{2,24}")
@@ -57,15 +58,8 @@ def model_numbers_from_words(candidates: Iterable[str]) -> list[str]:
         Joined lower-case forms in order of first appearance; at most :data:`MAX_ITEMS`.
     """
     candidates = list(candidates)
-    cache = _piece_models
-    missing = [c for c in candidates if c not in cache]
-    if missing:
-        if len(cache) + len(missing) > PIECE_CACHE_SIZE:  # bound memory: start afresh with these pieces
-            cache.clear()
-            missing = candidates
-        for c in missing:
-            cache[c] = _piece_model_numbers(c)
-    return _unique(list(chain.from_iterable(map(cache.__getitem__, candidates))))
+    fill_memo(_piece_models, candidates, _piece_model_numbers, PIECE_CACHE_SIZE)
+    return _unique(list(chain.from_iterable(map(_piece_models.__getitem__, candidates))))
 
 
 PIECE_CACHE_SIZE = 200_000

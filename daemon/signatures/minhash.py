@@ -38,6 +38,8 @@ VALUE_SHIFT = 4
 """Low bits dropped from each minimum (values in ``[0, 2**60)``)."""
 
 _SHIFT = np.uint64(VALUE_SHIFT)
+
+
 @lru_cache(maxsize=32)
 def permutations(num_perm: int, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """The ``(a, b)`` parameters of ``num_perm`` multiply-add hash functions.

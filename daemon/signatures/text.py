@@ -31,6 +31,7 @@ from typing import Callable
 
 import snowballstemmer
 
+from ._memo import fill_memo
 from .stopwords import STOPWORDS
 
 LANGUAGES: tuple[str, ...] = tuple(sorted(STOPWORDS))
@@ -226,13 +227,7 @@ def tokens_from_words(candidates: list[str], options: TextOptions = DEFAULT_TEXT
         ``list[str]`` of tokens after model-number expansion, synonyms, stop words and stemming.
     """
     cache = _candidate_cache(options)
-    missing = [c for c in candidates if c not in cache]
-    if missing:
-        if len(cache) + len(missing) > WORD_CACHE_SIZE:  # bound memory: start afresh with this text's pieces
-            cache.clear()
-            missing = candidates
-        for c in missing:
-            cache[c] = _candidate_tokens(c, options)
+    fill_memo(cache, candidates, lambda c: _candidate_tokens(c, options), WORD_CACHE_SIZE)
     return list(chain.from_iterable(map(cache.__getitem__, candidates)))
 
 
