@@ -36,6 +36,11 @@ SELECT u.key, %(table)s, u.record_id FROM unnest(%(keys)b::bigint[], %(record_id
 SELECT record_id, version, scope, fields, signature, keys FROM nearsync.documents
 WHERE table_name = %(table)s AND record_id = ANY(%(record_ids)b::text[]) AND NOT deleted;
 
+-- name: get_sketches
+-- Only the version and the bottom-k sketch (result-set dedup): the rest of the document is not sent.
+SELECT record_id, version, signature->'bottomk' AS bottomk FROM nearsync.documents
+WHERE table_name = %(table)s AND record_id = ANY(%(record_ids)b::text[]) AND NOT deleted;
+
 -- name: candidates
 -- Records sharing at least %(min_match)s hashed keys (the hash folds in table and scope, so the
 -- lookup is blocked by scope for free), best first, with their documents.

@@ -119,6 +119,20 @@ async def test_upsert_get_count_iter(backend: IndexBackend) -> None:
     assert sorted([x async for x in backend.iter_versions(T)]) == [("0", 10), ("1", 11), ("2", 12)]
 
 
+async def test_get_sketches_returns_version_and_bottomk_only(backend: IndexBackend) -> None:
+    docs = [doc("a", 7, ["b1:aa"]), doc("b", 9, ["b1:aa"])]
+    docs[0].signature["bottomk"] = [3, 17, 2**62 + 5]
+    await backend.write(docs, [])
+    await backend.write([], [DeleteOp(T, "b", 10)])
+    await settle(backend)
+    got = await backend.get_sketches(T, ["a", "b", "missing", "a"])
+    assert got == {"a": (7, (3, 17, 2**62 + 5))}
+    docs[0].signature.pop("bottomk")
+    await backend.write([IndexDocument(T, "a", 8, docs[0].fields, docs[0].scope, docs[0].keys, docs[0].signature)], [])
+    await settle(backend)
+    assert await backend.get_sketches(T, ["a"]) == {"a": (8, ())}
+
+
 async def test_stale_version_keeps_newer(backend: IndexBackend) -> None:
     assert (await backend.write([doc("1", 10, ["b1:x"], title="new")], [])).outcomes[(T, "1")] is Outcome.APPLIED
     res = await backend.write([doc("1", 5, ["b1:x"], title="old")], [])

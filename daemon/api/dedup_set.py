@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from daemon.api.check import InvalidInput, build_document, validate_ad
 from daemon.backends.base import IndexBackend
 from daemon.signatures import SignatureParams, bottomk_similar
@@ -65,13 +67,46 @@ class SignatureCache:
             self._data.popitem(last=False)
 
 
+def shared_value_counts(sketches: Sequence[Sequence[int]]) -> np.ndarray:
+    """How many sketch values each pair of items shares.
+
+    Values held by one item only are dropped first (in a set of unrelated items that is nearly
+    all of them), then the counts are one small matrix product over the values held by two or
+    more: ``S = M @ M.T`` with ``M[i, v] = 1`` when item ``i`` holds value ``v``.
+
+    Args:
+        sketches: n sketches of distinct non-negative 63-bit values (as :func:`bottomk_sketch` makes them).
+    Returns:
+        int64 array ``(n, n)``; the diagonal holds each sketch's own size.
+    """
+    n = len(sketches)
+    lens = np.fromiter((len(s) for s in sketches), dtype=np.int64, count=n)
+    total = int(lens.sum())
+    if total == 0:
+        return np.zeros((n, n), dtype=np.int64)
+    values = np.fromiter((v for s in sketches for v in s), dtype=np.int64, count=total)
+    owner = np.repeat(np.arange(n), lens)
+    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    keep = counts[inverse] >= 2
+    m = np.zeros((n, n), dtype=np.int64)
+    if keep.any():
+        _, column = np.unique(inverse[keep], return_inverse=True)
+        incidence = np.zeros((n, int(column.max()) + 1), dtype=np.float32)
+        incidence[owner[keep], column] = 1.0
+        m = np.rint(incidence @ incidence.T).astype(np.int64)
+    m[np.diag_indices(n)] = lens
+    return m
+
+
 def group_sketches(sketches: Sequence[Sequence[int]], threshold: float, k: int) -> list[list[int]]:
     """Greedy leader grouping of sketches in ranking order.
 
-    An item is compared with a group's leader by :func:`bottomk_similar` only when they share at
-    least ``threshold * min(k, max(len_a, len_b))`` sketch values (a C-speed set intersection): the
-    union sample holds at least that many values and the matches are a subset of the shared ones,
-    so pairs below it cannot reach the threshold (the filter is exact, not a heuristic).
+    Each item joins the first group (in ranking order) whose leader it matches by
+    :func:`bottomk_similar`; otherwise it leads a new group. A leader is compared only when the two
+    share at least ``threshold * min(k, max(len_a, len_b))`` sketch values (counted for all pairs
+    at once by :func:`shared_value_counts`): the union sample holds at least that many values and
+    the matches are a subset of the shared ones, so pairs below it cannot reach the threshold (the
+    filter is exact, not a heuristic).
 
     Args:
         sketches: sorted bottom-k sketches, one per item, in ranking order (may be empty).
@@ -80,21 +115,23 @@ def group_sketches(sketches: Sequence[Sequence[int]], threshold: float, k: int) 
         Groups as lists of item positions, each in ranking order, groups ordered by their first
         member; every item is in exactly one group (singletons included).
     """
+    n = len(sketches)
+    if n == 0:
+        return []
+    shared = shared_value_counts(sketches)
+    lens = np.diag(shared)
+    need = threshold * np.minimum(k, np.maximum(lens[:, None], lens[None, :]))
+    possible = (shared >= need) & (lens[:, None] > 0) & (lens[None, :] > 0)
+    group_of: dict[int, int] = {}  # leader position -> group number
     groups: list[list[int]] = []
-    leaders: list[tuple[frozenset[int], Sequence[int], int]] = []  # (value set, sketch, group number)
-    for i, sk in enumerate(sketches):
-        joined = False
-        if sk:
-            own = frozenset(sk)
-            for values, lsk, g in leaders:
-                need = threshold * min(k, max(len(sk), len(lsk)))
-                if len(own & values) >= need and bottomk_similar(lsk, sk, threshold, k):
-                    groups[g].append(i)
-                    joined = True
-                    break
-            if not joined:
-                leaders.append((own, sk, len(groups)))
-        if not joined:
+    for i in range(n):
+        for j in np.flatnonzero(possible[i, :i]).tolist():
+            g = group_of.get(j)
+            if g is not None and bottomk_similar(sketches[j], sketches[i], threshold, k):
+                groups[g].append(i)
+                break
+        else:
+            group_of[i] = len(groups)
             groups.append([i])
     return groups
 
@@ -186,18 +223,17 @@ class SetDeduplicator:
         cached = len(refs) - len(todo)
         missing: list[str] = []
         if todo:
-            docs = await self.backend.get(self.table, sorted(set(todo)))
-            for rid, d in docs.items():
-                self.cache.put(rid, d.version, tuple(d.signature.get("bottomk") or ()), now)
+            found = await self.backend.get_sketches(self.table, sorted(set(todo)))
+            for rid, (version, sketch) in found.items():
+                self.cache.put(rid, version, sketch, now)
             for n, rid in enumerate(refs):
                 if sketches[n] is None:
-                    d = docs.get(rid)
-                    if d is None:
+                    hit = found.get(rid)
+                    if hit is None:
                         missing.append(rid)
                         sketches[n] = ()
                     else:
-                        sketches[n] = tuple(d.signature.get("bottomk") or ())
-                        versions[n] = d.version
+                        versions[n], sketches[n] = hit
         return refs, [s or () for s in sketches], missing, cached, versions
 
     def _doc_sketches(self, items: list[Any]) -> tuple[list[Any], list[tuple[int, ...]]]:

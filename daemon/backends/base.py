@@ -134,6 +134,13 @@ class IndexBackend(Protocol):
     async def get(self, table: str, record_ids: Sequence[str]) -> dict[str, IndexDocument]:
         """Fetch live (not deleted) documents by id; missing ids are absent from the result."""
 
+    async def get_sketches(self, table: str, record_ids: Sequence[str]) -> dict[str, tuple[int, tuple[int, ...]]]:
+        """``{record_id: (version, bottom-k sketch)}`` of live documents, the sketch only.
+
+        The cheap read behind result-set dedup: no fields, keys or other signature parts are
+        transferred or decoded. Missing ids are absent; a document without a sketch maps to ``()``.
+        """
+
     async def candidates(
         self,
         table: str,

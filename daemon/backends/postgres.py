@@ -191,6 +191,15 @@ class PostgresBackend:
         except _TRANSIENT as e:
             raise TransientIndexError(str(e)) from e
 
+    async def get_sketches(self, table: str, record_ids: Sequence[str]) -> dict[str, tuple[int, tuple[int, ...]]]:
+        """``{record_id: (version, bottom-k sketch)}`` (see protocol). Raises TransientIndexError."""
+        try:
+            async with self._pool.connection() as conn, conn.cursor() as cur:
+                await cur.execute(query("get_sketches"), {"table": table, "record_ids": list(record_ids)})
+                return {rid: (version, tuple(sk or ())) for rid, version, sk in await cur.fetchall()}
+        except _TRANSIENT as e:
+            raise TransientIndexError(str(e)) from e
+
     async def candidates(self, table: str, keys: Sequence[str], scope: Mapping[str, str], *, min_match: int = 1,
                          limit: int = 100, exclude_id: str | None = None) -> list[Candidate]:
         """Records sharing ``min_match`` hashed keys in the same scope, best first (see protocol)."""

@@ -284,6 +284,22 @@ class SearchBackend:
                     out[doc.record_id] = doc
         return out
 
+    async def get_sketches(self, table: str, record_ids: Sequence[str]) -> dict[str, tuple[int, tuple[int, ...]]]:
+        """``{record_id: (version, bottom-k sketch)}`` (see protocol): ``_mget`` of ``signature.bottomk``
+        only (``_source_includes``), in pages of 1000."""
+        out: dict[str, tuple[int, tuple[int, ...]]] = {}
+        ids = list(dict.fromkeys(record_ids))
+        for i in range(0, len(ids), _PAGE):
+            page = ids[i:i + _PAGE]
+            res = await self.client.request("POST", f"/{self.alias}/_mget",
+                                            {"ids": [B.doc_id(table, r) for r in page]},
+                                            params={"_source_includes": "signature.bottomk"})
+            for rid, d in zip(page, res.get("docs", [])):
+                if d.get("found"):
+                    sk = ((d.get("_source") or {}).get("signature") or {}).get("bottomk") or ()
+                    out[rid] = (int(d["_version"]), tuple(sk))
+        return out
+
     def _effective_min(self, min_match: int) -> int:
         return max(int(min_match), self.options.min_should_match)
 
