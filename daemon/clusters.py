@@ -119,6 +119,47 @@ def _split(
     return out
 
 
+def respect_cannot_links(links: Iterable[Link], cannot: Iterable[tuple[Hashable, Hashable]]) -> list[Link]:
+    """The links that can be kept without putting a cannot-link pair in one component.
+
+    Constrained union-find (the greedy variant of COP-k-means' constraint check, Wagstaff et al.
+    2001): links are taken strongest first (ties by ids, so the result does not depend on input
+    order); a link that would join two components holding the two ends of a cannot-link pair is
+    dropped. A link inside one component is always kept. Splitting afterwards
+    (:func:`build_clusters`) only divides components, so no cluster then holds a cannot-link pair:
+    a pair a moderator dismissed is not re-joined through a third record.
+
+    Args:
+        links: ``(a_id, b_id, score)`` links. cannot: pairs that must not share a cluster.
+    Returns:
+        The kept links, strongest first.
+    """
+    forbid: dict[Hashable, set[Hashable]] = defaultdict(set)
+    for x, y in cannot:
+        if x != y:
+            forbid[x].add(y)
+            forbid[y].add(x)
+    ordered = sorted(links, key=lambda x: (-float(x[2]), str(x[0]), str(x[1])))
+    if not forbid:
+        return ordered
+    uf = _UnionFind()
+    members: dict[Hashable, set[Hashable]] = {}
+    kept: list[Link] = []
+    for a, b, score in ordered:
+        ra, rb = uf.find(a), uf.find(b)
+        if ra != rb:
+            ma, mb = members.setdefault(ra, {a}), members.setdefault(rb, {b})
+            small, large = (ma, mb) if len(ma) <= len(mb) else (mb, ma)
+            if any(forbid.get(n, set()) & large for n in small):
+                continue
+            uf.union(a, b)
+            root = uf.find(a)
+            members[root] = ma | mb
+            members.pop(rb if root == ra else ra, None)
+        kept.append((a, b, score))
+    return kept
+
+
 def build_clusters(
     links: Iterable[Link],
     order_key: Mapping[Hashable, Any] | Callable[[Hashable], Any],

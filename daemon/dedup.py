@@ -30,7 +30,7 @@ from typing import Any
 import psycopg
 
 from daemon.backends.base import Candidate, CandidateQuery, IndexBackend, IndexDocument
-from daemon.clusters import build_clusters
+from daemon.clusters import build_clusters, respect_cannot_links
 from daemon.dedup_config import DedupOptions
 from daemon.logs import get_logger
 from daemon.loop import BatchResult
@@ -353,6 +353,20 @@ class DedupHandler:
         return [x for x in links if (x.a, x.b) not in dismissed or x.versions is None
                 or tuple(x.versions) != dismissed[(x.a, x.b)]]
 
+    async def _without_dismissed_joins(self, conn: psycopg.AsyncConnection[Any], comp: list[str],
+                                       links: list[Link], docs: dict[str, IndexDocument]) -> list[Link]:
+        """``links`` less those that would put a dismissed pair (still at the versions decided on)
+        into one cluster through other records (:func:`~daemon.clusters.respect_cannot_links`)."""
+        if len(links) < 2:
+            return links
+        cur = await conn.execute(query("dismissed_among"), {"table": self.table, "ids": comp})
+        cannot = [(a, b) for a, b, va, vb in await cur.fetchall()
+                  if a in docs and b in docs and (docs[a].version, docs[b].version) == (va, vb)]
+        if not cannot:
+            return links
+        kept = {(a, b) for a, b, _ in respect_cannot_links([(x.a, x.b, x.score) for x in links], cannot)}
+        return [x for x in links if (x.a, x.b) in kept]
+
     async def _keep_confirmed(self, conn: psycopg.AsyncConnection[Any],
                               flags: list[tuple[str, str, str, str, Link]],
                               docs: dict[str, IndexDocument]) -> list[tuple[str, str, str, str, Link]]:
@@ -406,6 +420,7 @@ class DedupHandler:
         if self.options.best_match_per_source:
             links = mutual_best_per_source(links, {rid: d.fields.get("source") for rid, d in docs.items()},
                                            lambda r: order_key(r, docs.get(r)))
+        links = await self._without_dismissed_joins(conn, comp, links, docs)
         clusters = build_clusters([(x.a, x.b, x.score) for x in links], lambda r: order_key(r, docs.get(r)),
                                   max_size=cfg.cluster.max_size, min_density=cfg.cluster.min_density,
                                   resolution=cfg.cluster.resolution, seed=cfg.cluster.seed)

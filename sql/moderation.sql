@@ -1,6 +1,14 @@
 -- Moderation: the duplicates queue, moderators' decisions, and the dedup worker's check of them
 -- (daemon.api.moderation, daemon.dedup, daemon.evaluate --feedback).
 
+-- name: dismissed_among
+-- Pairs of the given records that a moderator dismissed, with the versions decided on: the
+-- cannot-link constraints of one component when the dedup worker rebuilds its clusters.
+SELECT d.a, d.b, d.a_version, d.b_version
+FROM nearsync.pair_decisions d
+WHERE d.table_name = %(table)s AND d.decision = 'not_duplicate'
+  AND d.a = ANY(%(ids)b::text[]) AND d.b = ANY(%(ids)b::text[]);
+
 -- name: decided_pairs
 -- Pairs among the given ones (canonical order) on which a moderator made %(decision)s, with the index
 -- document versions decided on: the dedup worker skips a 'not_duplicate' pair and keeps a

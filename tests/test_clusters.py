@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from daemon.clusters import Cluster, build_clusters, cluster_id, membership
+from daemon.clusters import Cluster, build_clusters, cluster_id, membership, respect_cannot_links
 
 
 def order(i: int) -> tuple[str, int]:
@@ -70,3 +70,28 @@ def test_ids_stable_when_membership_unchanged_and_deterministic() -> None:
 
 def test_empty() -> None:
     assert build_clusters([], order) == [] and membership([]) == {}
+
+
+def test_cannot_link_pair_is_not_joined_through_a_third_record() -> None:
+    # a-b dismissed; c links to both (a-c the stronger): c joins a, the c-b link is dropped
+    links = [("b", "c", 90.0), ("a", "c", 99.0), ("a", "b", 80.0), ("d", "e", 95.0)]
+    kept = respect_cannot_links(links, [("b", "a")])
+    assert kept == [("a", "c", 99.0), ("d", "e", 95.0)]
+    clusters = build_clusters(kept, {n: i for i, n in enumerate("abcde")}, max_size=50, min_density=0.0)
+    assert [c.members for c in clusters] == [("a", "c"), ("d", "e")]
+    # links inside an already joined component stay; unrelated constraints change nothing
+    chain = [("x", "y", 90.0), ("y", "z", 80.0), ("x", "z", 70.0)]
+    assert respect_cannot_links(chain, [("x", "q")]) == chain
+    assert respect_cannot_links(chain, []) == chain
+    # the order of the input does not matter
+    for perm in itertools.permutations(links):
+        assert respect_cannot_links(list(perm), [("a", "b")]) == kept
+
+
+def test_cannot_links_hold_across_merged_components() -> None:
+    # two groups {a, b} and {c, d}; a-d must not share a cluster, so no bridge between the groups
+    links = [("a", "b", 99.0), ("c", "d", 98.0), ("b", "c", 97.0), ("a", "c", 60.0), ("e", "d", 50.0)]
+    kept = respect_cannot_links(links, [("a", "d")])
+    assert kept == [("a", "b", 99.0), ("c", "d", 98.0), ("e", "d", 50.0)]
+    comps = {frozenset(c.members) for c in build_clusters(kept, str, max_size=50, min_density=0.0)}
+    assert comps == {frozenset("ab"), frozenset("cde")}

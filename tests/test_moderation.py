@@ -149,6 +149,33 @@ async def test_confirm_dismiss_and_the_worker_skips_a_dismissed_pair(msettings: 
     assert out2.read_text() == out.read_text()
 
 
+async def test_a_dismissed_pair_is_not_rejoined_through_a_third_record(msettings: Settings) -> None:
+    """Cannot-link: after a moderator dismissed (tv, tv_edit), an exact repost of tv that also
+    matches tv_edit (94.1) joins tv's cluster alone; tv_edit is neither flagged nor clustered with tv."""
+    s = msettings
+    async with running_indexer(s), running_worker(s):
+        tv = await add(s.dsn, ORIGINAL, "now() - interval '2 days'")
+        tv_edit = await add(s.dsn, EDITED, "now() - interval '1 day'")
+        await settle(s)
+    assert await flags(s.dsn) == {tv_edit: ("potential_duplicate", tv)}
+    async with api_client(s) as c:
+        r = await c.post("/moderation/decide", data={"record_id": tv_edit, "original_id": tv, "action": "dismiss",
+                                                     "moderator": "bob"}, headers={"accept": "application/json"})
+        assert r.status_code == 200 and r.json()["decision"] == "not_duplicate"
+    async with running_indexer(s), running_worker(s):
+        await settle(s)
+        repost = await add(s.dsn, ORIGINAL)
+        await settle(s)
+        async with await psycopg.AsyncConnection.connect(s.dsn) as c:
+            cur = await c.execute("SELECT a, b FROM nearsync.dedup_links ORDER BY a, b")
+            links = set(await cur.fetchall())
+            cur = await c.execute("SELECT record_id, original_id FROM nearsync.clusters")
+            clusters = dict(await cur.fetchall())
+    assert (tv, repost) in links and tuple(sorted((tv_edit, repost))) in links  # the bridge exists ...
+    assert await flags(s.dsn) == {repost: ("duplicate", tv)}  # ... but does not re-flag tv_edit
+    assert clusters == {tv: tv, repost: tv}
+
+
 def test_word_diff_escapes_and_marks_changed_words() -> None:
     left, right = word_diff("Sony <b>TV</b> 40 inch", "Sony <b>TV</b> 42 inch boxed")
     assert left == "Sony &lt;b&gt;TV&lt;/b&gt; <del>40</del> inch"
