@@ -11,6 +11,7 @@ user; the default scope is ``user``. Usage::
 
     python bench/bench_dedup.py [--records 100000] [--samples 300]
     python bench/bench_dedup.py --indexed 1000000 --records 20000   # 1M indexed, a 20k backlog
+    python bench/bench_dedup.py --indexed 1000000 --records 20000 --dsn postgresql://... --reuse
 
 With ``--indexed N`` the N documents are written straight into the index through the backend
 protocol (the daemon's document builder in a process pool, as ``bench_api.py`` does; no table
@@ -109,12 +110,14 @@ async def single_record_latency(dsn: str, worker: Any, ids: list[str], indexed: 
           f"mean {statistics.mean(lat):.1f} ms over {len(lat)} records (target p99 <= 10 ms)", flush=True)
 
 
-async def run_indexed(dsn: str, indexed: int, backlog: int, samples: int) -> None:
+async def run_indexed(dsn: str, indexed: int, backlog: int, samples: int, reuse: bool = False) -> None:
     """``--indexed`` mode (see the module docstring)."""
     from bench.bench_api import load_index
 
-    _, took = await load_index(dsn, indexed)
-    print(f"indexed {indexed:,} documents through the backend in {took:.1f} s ({indexed / took:,.0f} docs/s)", flush=True)
+    _, took = await load_index(dsn, indexed, reuse=reuse)
+    if took:
+        print(f"indexed {indexed:,} documents through the backend in {took:.1f} s ({indexed / took:,.0f} docs/s)",
+              flush=True)
     settings = settings_from_mapping({
         "database": {"dsn": dsn}, "source": {"create_reference_table": True},
         "daemon": {"batch_size": 2000, "poll_interval_s": 0.5}, "dedup": {"enabled": True}}, env={})
@@ -135,8 +138,14 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=300, help="records timed one by one")
     ap.add_argument("--indexed", type=int, help="write this many documents straight into the index first "
                                                 "(then --records of them are the backlog)")
+    ap.add_argument("--dsn", help="with --indexed: use this database instead of a throwaway server")
+    ap.add_argument("--reuse", action="store_true",
+                    help="with --dsn: keep an index that already holds --indexed documents (bench_api.py's seed)")
     args = ap.parse_args()
     configure_logging("warning")
+    if args.dsn and args.indexed:
+        asyncio.run(run_indexed(args.dsn, args.indexed, args.records, args.samples, args.reuse))
+        return
     with ThrowawayPostgres(fast=True) as server:
         if args.indexed:
             asyncio.run(run_indexed(server.dsn, args.indexed, args.records, args.samples))
