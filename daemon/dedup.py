@@ -59,6 +59,26 @@ def canonical(a: str, b: str) -> tuple[str, str]:
         return (a, b) if a < b else (b, a)
 
 
+def decision_holds(stored: Sequence[Any], da: IndexDocument | None, db: IndexDocument | None) -> bool:
+    """Whether a moderator's decision on (a, b) still applies to the documents ``da`` and ``db``.
+
+    Args:
+        stored: ``(a_version, b_version, a_fingerprint, b_fingerprint)`` as decided on (the
+            fingerprints are ``None`` for decisions made before migration 0006).
+        da, db: the current documents (``None`` when a record is gone).
+    Returns:
+        True while both records' content is unchanged: their content fingerprints equal the stored
+        ones (so a reindex, which only changes versions, keeps the decision), or, without stored
+        fingerprints, their versions do.
+    """
+    if da is None or db is None:
+        return False
+    va, vb, fa, fb = (tuple(stored) + (None, None))[:4]
+    if fa is not None and fb is not None:
+        return (da.content_fingerprint(), db.content_fingerprint()) == (fa, fb)
+    return (da.version, db.version) == (va, vb)
+
+
 @dataclass
 class Link:
     """A scored pair at or above the potential threshold (``a`` before ``b`` canonically)."""
@@ -278,7 +298,7 @@ class DedupHandler:
         async with conn.transaction():
             await conn.execute(query("dedup_lock"), {"table": self.table})
             new_links, current = await self._revalidate(conn, ids, scored)
-            new_links = await self._drop_dismissed(conn, new_links)
+            new_links = await self._drop_dismissed(conn, new_links, current)
             cur = await conn.execute(query("delete_links_of"), {"table": self.table, "ids": ids})
             seeds = set(ids) | {x for row in await cur.fetchall() for x in row}
             cur = await conn.execute(query("cluster_mates"), {"table": self.table, "ids": sorted(seeds)})
@@ -335,33 +355,34 @@ class DedupHandler:
         return Link(a, b, ps.score, ps.reasons, ps.summary(), (da.version, db.version))
 
     async def _decided(self, conn: psycopg.AsyncConnection[Any], decision: str,
-                       pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[int, int]]:
+                       pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[Any, ...]]:
         """Moderators' ``decision`` (``nearsync.pair_decisions``) among ``pairs`` (canonical order):
-        pair → the ``(a_version, b_version)`` decided on."""
+        pair → ``(a_version, b_version, a_fingerprint, b_fingerprint)`` decided on (see :func:`decision_holds`)."""
         if not pairs:
             return {}
         cur = await conn.execute(query("decided_pairs"), {"table": self.table, "decision": decision,
                                                           "a": [p[0] for p in pairs], "b": [p[1] for p in pairs]})
-        return {(r[0], r[1]): (r[2], r[3]) for r in await cur.fetchall()}
+        return {(r[0], r[1]): tuple(r[2:]) for r in await cur.fetchall()}
 
-    async def _drop_dismissed(self, conn: psycopg.AsyncConnection[Any], links: list[Link]) -> list[Link]:
+    async def _drop_dismissed(self, conn: psycopg.AsyncConnection[Any], links: list[Link],
+                              docs: dict[str, IndexDocument]) -> list[Link]:
         """Leave out pairs a moderator dismissed (``not_duplicate`` in ``nearsync.pair_decisions``)
-        while both records still have the document versions decided on; an edit lifts the decision."""
+        while both records are unchanged (:func:`decision_holds`); an edit lifts the decision."""
         dismissed = await self._decided(conn, "not_duplicate", [(x.a, x.b) for x in links])
         if not dismissed:
             return links
-        return [x for x in links if (x.a, x.b) not in dismissed or x.versions is None
-                or tuple(x.versions) != dismissed[(x.a, x.b)]]
+        return [x for x in links if (x.a, x.b) not in dismissed
+                or not decision_holds(dismissed[(x.a, x.b)], docs.get(x.a), docs.get(x.b))]
 
     async def _without_dismissed_joins(self, conn: psycopg.AsyncConnection[Any], comp: list[str],
                                        links: list[Link], docs: dict[str, IndexDocument]) -> list[Link]:
-        """``links`` less those that would put a dismissed pair (still at the versions decided on)
-        into one cluster through other records (:func:`~daemon.clusters.respect_cannot_links`)."""
+        """``links`` less those that would put a dismissed pair (both records unchanged since) into
+        one cluster through other records (:func:`~daemon.clusters.respect_cannot_links`)."""
         if len(links) < 2:
             return links
         cur = await conn.execute(query("dismissed_among"), {"table": self.table, "ids": comp})
-        cannot = [(a, b) for a, b, va, vb in await cur.fetchall()
-                  if a in docs and b in docs and (docs[a].version, docs[b].version) == (va, vb)]
+        cannot = [(r[0], r[1]) for r in await cur.fetchall()
+                  if decision_holds(tuple(r[2:]), docs.get(r[0]), docs.get(r[1]))]
         if not cannot:
             return links
         kept = {(a, b) for a, b, _ in respect_cannot_links([(x.a, x.b, x.score) for x in links], cannot)}
@@ -372,10 +393,9 @@ class DedupHandler:
                               docs: dict[str, IndexDocument]) -> list[tuple[str, str, str, str, Link]]:
         """Flags ``(member, flag, original, cluster_id, link)`` with the ones a moderator confirmed
         (``duplicate`` in ``nearsync.pair_decisions`` for (member, original)) kept ``duplicate``
-        while both records have the document versions decided on; an edit lets the score decide."""
+        while both records are unchanged (:func:`decision_holds`); an edit lets the score decide."""
         decided = await self._decided(conn, "duplicate", [canonical(f[0], f[2]) for f in flags if f[1] != "duplicate"])
-        confirmed = {(a, b) for (a, b), versions in decided.items()
-                     if a in docs and b in docs and (docs[a].version, docs[b].version) == versions}
+        confirmed = {pair for pair, stored in decided.items() if decision_holds(stored, docs.get(pair[0]), docs.get(pair[1]))}
         if not confirmed:
             return flags
         return [(m, "duplicate" if canonical(m, o) in confirmed else flag, o, cid, link)

@@ -4,7 +4,7 @@
 -- name: dismissed_among
 -- Pairs of the given records that a moderator dismissed, with the versions decided on: the
 -- cannot-link constraints of one component when the dedup worker rebuilds its clusters.
-SELECT d.a, d.b, d.a_version, d.b_version
+SELECT d.a, d.b, d.a_version, d.b_version, d.a_fingerprint, d.b_fingerprint
 FROM nearsync.pair_decisions d
 WHERE d.table_name = %(table)s AND d.decision = 'not_duplicate'
   AND d.a = ANY(%(ids)b::text[]) AND d.b = ANY(%(ids)b::text[]);
@@ -13,7 +13,7 @@ WHERE d.table_name = %(table)s AND d.decision = 'not_duplicate'
 -- Pairs among the given ones (canonical order) on which a moderator made %(decision)s, with the index
 -- document versions decided on: the dedup worker skips a 'not_duplicate' pair and keeps a
 -- 'duplicate' flag while both records are unchanged.
-SELECT d.a, d.b, d.a_version, d.b_version
+SELECT d.a, d.b, d.a_version, d.b_version, d.a_fingerprint, d.b_fingerprint
 FROM nearsync.pair_decisions d
 JOIN unnest(%(a)b::text[], %(b)b::text[]) AS x(a, b) ON x.a = d.a AND x.b = d.b
 WHERE d.table_name = %(table)s AND d.decision = %(decision)s;
@@ -52,10 +52,13 @@ DELETE FROM nearsync.duplicate_flags WHERE table_name = %(table)s AND record_id 
 DELETE FROM nearsync.dedup_links WHERE table_name = %(table)s AND a = %(a)s AND b = %(b)s;
 
 -- name: upsert_decision
-INSERT INTO nearsync.pair_decisions AS d (table_name, a, b, decision, a_version, b_version, decided_by, score)
-VALUES (%(table)s, %(a)s, %(b)s, %(decision)s, %(a_version)s, %(b_version)s, %(decided_by)s, %(score)s)
+INSERT INTO nearsync.pair_decisions AS d (table_name, a, b, decision, a_version, b_version, a_fingerprint,
+                                          b_fingerprint, decided_by, score)
+VALUES (%(table)s, %(a)s, %(b)s, %(decision)s, %(a_version)s, %(b_version)s, %(a_fingerprint)s,
+        %(b_fingerprint)s, %(decided_by)s, %(score)s)
 ON CONFLICT (table_name, a, b) DO UPDATE SET
     decision = excluded.decision, a_version = excluded.a_version, b_version = excluded.b_version,
+    a_fingerprint = excluded.a_fingerprint, b_fingerprint = excluded.b_fingerprint,
     decided_by = excluded.decided_by, decided_at = now(), score = excluded.score;
 
 -- name: decision_of

@@ -16,6 +16,7 @@ from daemon.cli import main as cli_main
 from daemon.config import Settings
 from daemon.service import opened_backend
 from daemon.evaluate import export_feedback
+from daemon.reindex import reindex
 from tests.conftest import flags, running_indexer, running_worker, with_dedup
 from tests.test_api import CAMERA, CAMERA_EDIT, api_client, serve_process
 from tests.test_dedup import EDITED, ORIGINAL, add, settle
@@ -174,6 +175,23 @@ async def test_a_dismissed_pair_is_not_rejoined_through_a_third_record(msettings
     assert (tv, repost) in links and tuple(sorted((tv_edit, repost))) in links  # the bridge exists ...
     assert await flags(s.dsn) == {repost: ("duplicate", tv)}  # ... but does not re-flag tv_edit
     assert clusters == {tv: tv, repost: tv}
+
+    # a reindex gives every document a new version but changes no ad: the dismissal holds
+    before = await doc_version(s, tv_edit)
+    async with running_indexer(s), running_worker(s):
+        async with opened_backend(s) as backend:
+            await reindex(s, backend, progress=False)
+        await settle(s)
+        await requeue_for_dedup(s.dsn, tv, tv_edit, repost)
+        await settle(s)
+    assert await doc_version(s, tv_edit) > before
+    assert await flags(s.dsn) == {repost: ("duplicate", tv)}
+    # an edit of tv_edit lifts it: flagged again
+    async with running_indexer(s), running_worker(s):
+        async with await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as c:
+            await c.execute("UPDATE ads SET price = 263 WHERE id = %s", (int(tv_edit),))
+        await settle(s)
+    assert (await flags(s.dsn))[tv_edit][1] == tv
 
 
 def test_word_diff_escapes_and_marks_changed_words() -> None:

@@ -8,9 +8,11 @@ Decisions (:func:`decide_pair`) are written to PostgreSQL in one transaction und
 worker's per-table advisory lock:
 
 * confirm: the flag becomes ``duplicate``; ``nearsync.pair_decisions`` records ``duplicate``;
-* dismiss: ``pair_decisions`` records ``not_duplicate`` with both index document versions, the flag
+* dismiss: ``pair_decisions`` records ``not_duplicate`` with both index document versions and
+  content fingerprints (:meth:`IndexDocument.content_fingerprint`), the flag
   and the pair's link are removed and the record is queued for the dedup worker, which re-clusters
-  around it and skips the pair while both versions are unchanged (an edit lifts the decision).
+  around it and skips the pair while both records are unchanged (an edit lifts the decision; a
+  reindex, which changes versions but not content, does not).
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ async def decide_pair(conn: psycopg.AsyncConnection[Any], backend: IndexBackend,
     a, b = canonical(record_id, original_id)
     docs = await backend.get(table, [a, b])
     versions = {k: d.version for k, d in docs.items()}
+    prints = {k: d.content_fingerprint() for k, d in docs.items()}
     params = {"table": table, "record_id": record_id}
     async with conn.transaction():
         await conn.execute(query("dedup_lock"), {"table": table})
@@ -85,7 +88,8 @@ async def decide_pair(conn: psycopg.AsyncConnection[Any], backend: IndexBackend,
         decision = ACTIONS[action]
         await conn.execute(query("upsert_decision"), {
             "table": table, "a": a, "b": b, "decision": decision, "a_version": versions.get(a),
-            "b_version": versions.get(b), "decided_by": moderator, "score": row[3]})
+            "b_version": versions.get(b), "a_fingerprint": prints.get(a), "b_fingerprint": prints.get(b),
+            "decided_by": moderator, "score": row[3]})
         if decision == "duplicate":
             await conn.execute(query("confirm_flag"), params)
         else:

@@ -17,6 +17,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol, runtime_checkable
 
+import orjson
+import xxhash
+
 
 @dataclass(slots=True)
 class IndexDocument:
@@ -42,6 +45,13 @@ class IndexDocument:
     scope: dict[str, str] = field(default_factory=dict)
     keys: list[str] = field(default_factory=list)
     signature: dict[str, Any] = field(default_factory=dict)
+
+    def content_fingerprint(self) -> int:
+        """A signed 64-bit xxh64 of ``fields`` as canonical JSON (sorted keys): equal while the
+        record's tracked content is equal, whatever its version (a reindex changes the version,
+        not the fingerprint). Moderators' decisions hold while both fingerprints are unchanged."""
+        digest = xxhash.xxh64_intdigest(orjson.dumps(self.fields, option=orjson.OPT_SORT_KEYS))
+        return digest - (1 << 64) if digest >= 1 << 63 else digest
 
 
 @dataclass(frozen=True, slots=True)
