@@ -3,13 +3,19 @@
 -- keeps their version, so a late older upsert cannot resurrect a deleted record.
 
 -- name: upsert_documents
-INSERT INTO nearsync.documents AS d (table_name, record_id, version, deleted, scope, fields, signature, keys, indexed_at)
-SELECT %(table)s, u.record_id, u.version, false, u.scope, u.fields, u.signature, u.keys, clock_timestamp()
+-- The bottom-k sketch is kept apart from the signature jsonb, as a bigint[] (array literals here),
+-- so that result-set dedup reads 0.5 kB inline per record instead of de-TOASTing the signature.
+INSERT INTO nearsync.documents AS d (table_name, record_id, version, deleted, scope, fields, signature, keys,
+                                     bottomk, indexed_at)
+SELECT %(table)s, u.record_id, u.version, false, u.scope, u.fields, u.signature, u.keys, u.bottomk::bigint[],
+       clock_timestamp()
 FROM unnest(%(record_ids)b::text[], %(versions)b::bigint[], %(scopes)b::jsonb[], %(fields)b::jsonb[],
-            %(signatures)b::jsonb[], %(keys)b::jsonb[]) AS u(record_id, version, scope, fields, signature, keys)
+            %(signatures)b::jsonb[], %(keys)b::jsonb[], %(bottomks)b::text[])
+     AS u(record_id, version, scope, fields, signature, keys, bottomk)
 ON CONFLICT (table_name, record_id) DO UPDATE SET
     version = excluded.version, deleted = false, scope = excluded.scope, fields = excluded.fields,
-    signature = excluded.signature, keys = excluded.keys, indexed_at = excluded.indexed_at
+    signature = excluded.signature, keys = excluded.keys, bottomk = excluded.bottomk,
+    indexed_at = excluded.indexed_at
 WHERE d.version < excluded.version
 RETURNING d.record_id;
 
@@ -19,7 +25,7 @@ SELECT %(table)s, u.record_id, u.version, true, clock_timestamp()
 FROM unnest(%(record_ids)b::text[], %(versions)b::bigint[]) AS u(record_id, version)
 ON CONFLICT (table_name, record_id) DO UPDATE SET
     version = excluded.version, deleted = true, scope = '{}', fields = NULL, signature = NULL,
-    keys = NULL, indexed_at = excluded.indexed_at
+    keys = NULL, bottomk = NULL, indexed_at = excluded.indexed_at
 WHERE d.version < excluded.version
 RETURNING d.record_id;
 
@@ -33,12 +39,15 @@ INSERT INTO nearsync.document_keys (key, table_name, record_id)
 SELECT u.key, %(table)s, u.record_id FROM unnest(%(keys)b::bigint[], %(record_ids)b::text[]) AS u(key, record_id);
 
 -- name: get_documents
-SELECT record_id, version, scope, fields, signature, keys FROM nearsync.documents
+SELECT record_id, version, scope, fields, signature, keys, bottomk FROM nearsync.documents
 WHERE table_name = %(table)s AND record_id = ANY(%(record_ids)b::text[]) AND NOT deleted;
 
 -- name: get_sketches
--- Only the version and the bottom-k sketch (result-set dedup): the rest of the document is not sent.
-SELECT record_id, version, signature->'bottomk' AS bottomk FROM nearsync.documents
+-- Only the version and the bottom-k sketch (result-set dedup): the rest of the document is not
+-- read. Documents written before migration 0007 still hold the sketch in the signature.
+SELECT record_id, version, bottomk,
+       CASE WHEN bottomk IS NULL THEN signature->'bottomk' END AS bottomk_in_signature
+FROM nearsync.documents
 WHERE table_name = %(table)s AND record_id = ANY(%(record_ids)b::text[]) AND NOT deleted;
 
 -- name: candidates
@@ -54,7 +63,7 @@ WITH hits AS (
     ORDER BY matched DESC, k.record_id
     LIMIT %(limit)s
 )
-SELECT d.record_id, d.version, d.scope, d.fields, d.signature, d.keys, hits.matched
+SELECT d.record_id, d.version, d.scope, d.fields, d.signature, d.keys, d.bottomk, hits.matched
 FROM hits JOIN nearsync.documents d ON d.table_name = %(table)s AND d.record_id = hits.record_id
 WHERE NOT d.deleted
 ORDER BY hits.matched DESC, d.record_id;

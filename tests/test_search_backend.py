@@ -18,6 +18,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import psycopg
 import pytest
 
 from daemon.backends.base import DeleteOp, IndexBackend, IndexDocument, Outcome, TransientIndexError
@@ -131,6 +132,24 @@ async def test_get_sketches_returns_version_and_bottomk_only(backend: IndexBacke
     await backend.write([IndexDocument(T, "a", 8, docs[0].fields, docs[0].scope, docs[0].keys, docs[0].signature)], [])
     await settle(backend)
     assert await backend.get_sketches(T, ["a"]) == {"a": (8, ())}
+
+
+async def test_postgres_keeps_the_sketch_apart_and_reads_older_rows(backend_name: str, backend: IndexBackend,
+                                                                     fresh_db: str) -> None:
+    """PostgreSQL stores the bottom-k sketch in its own column (migration 0007); a row written
+    before it (sketch inside the signature) reads the same through get and get_sketches."""
+    if backend_name != "postgres":
+        pytest.skip("postgres layout")
+    d = doc("a", 7, ["b1:aa"])
+    d.signature["bottomk"] = [3, 17, 2**62 + 5]
+    await backend.write([d], [])
+    async with await psycopg.AsyncConnection.connect(fresh_db, autocommit=True) as c:
+        row = await (await c.execute("SELECT bottomk, signature ? 'bottomk' FROM nearsync.documents")).fetchone()
+        assert row == ([3, 17, 2**62 + 5], False)
+        await c.execute("UPDATE nearsync.documents SET signature = signature || "
+                        "jsonb_build_object('bottomk', to_jsonb(bottomk)), bottomk = NULL")
+    assert await backend.get_sketches(T, ["a"]) == {"a": (7, (3, 17, 2**62 + 5))}
+    assert (await backend.get(T, ["a"]))["a"].signature == d.signature
 
 
 async def test_stale_version_keeps_newer(backend: IndexBackend) -> None:

@@ -101,10 +101,15 @@ class PostgresBackend:
         """
         outcomes: dict[tuple[str, str], Outcome] = {}
         errors: dict[tuple[str, str], str] = {}
-        good: list[tuple[IndexDocument, tuple[str, str, str, str]]] = []
+        good: list[tuple[IndexDocument, tuple[str, str, str, str, str | None]]] = []
         for d in upserts:
             try:
-                good.append((d, (_dumps(d.scope), _dumps(d.fields), _dumps(d.signature), _dumps(d.keys))))
+                sig = d.signature
+                bottomk = None
+                if "bottomk" in sig:
+                    bottomk = "{" + ",".join(str(int(v)) for v in sig["bottomk"] or ()) + "}"
+                    sig = {k: v for k, v in sig.items() if k != "bottomk"}
+                good.append((d, (_dumps(d.scope), _dumps(d.fields), _dumps(sig), _dumps(d.keys), bottomk)))
             except (TypeError, ValueError) as e:
                 outcomes[(d.table, d.record_id)] = Outcome.FAILED
                 errors[(d.table, d.record_id)] = f"document not serialisable: {e}"
@@ -131,7 +136,7 @@ class PostgresBackend:
                     raise TransientIndexError(f"postgres index unreachable: {e}") from e
         return WriteResult(outcomes, errors)
 
-    async def _write_batch(self, upserts: Sequence[tuple[IndexDocument, tuple[str, str, str, str]]],
+    async def _write_batch(self, upserts: Sequence[tuple[IndexDocument, tuple[str, str, str, str, str | None]]],
                            deletes: Sequence[DeleteOp]) -> dict[tuple[str, str], Outcome]:
         outcomes: dict[tuple[str, str], Outcome] = {}
         by_table: dict[str, tuple[list[Any], list[DeleteOp]]] = {}
@@ -151,6 +156,7 @@ class PostgresBackend:
                         "fields": [j[1] for _, j in ups],
                         "signatures": [j[2] for _, j in ups],
                         "keys": [j[3] for _, j in ups],
+                        "bottomks": [j[4] for _, j in ups],
                     })
                     applied = {r[0] for r in await cur.fetchall()}
                 deleted: set[str] = set()
@@ -179,8 +185,11 @@ class PostgresBackend:
 
     @staticmethod
     def _doc(table: str, r: Mapping[str, Any]) -> IndexDocument:
+        signature = r["signature"] or {}
+        if r.get("bottomk") is not None:  # stored apart (see upsert_documents); the document carries it
+            signature["bottomk"] = list(r["bottomk"])
         return IndexDocument(table=table, record_id=r["record_id"], version=r["version"], fields=r["fields"] or {},
-                             scope=r["scope"] or {}, keys=r["keys"] or [], signature=r["signature"] or {})
+                             scope=r["scope"] or {}, keys=r["keys"] or [], signature=signature)
 
     async def get(self, table: str, record_ids: Sequence[str]) -> dict[str, IndexDocument]:
         """Live documents by id. Raises TransientIndexError when unreachable."""
@@ -196,7 +205,8 @@ class PostgresBackend:
         try:
             async with self._pool.connection() as conn, conn.cursor() as cur:
                 await cur.execute(query("get_sketches"), {"table": table, "record_ids": list(record_ids)})
-                return {rid: (version, tuple(sk or ())) for rid, version, sk in await cur.fetchall()}
+                return {rid: (version, tuple(sk if sk is not None else legacy or ()))
+                        for rid, version, sk, legacy in await cur.fetchall()}
         except _TRANSIENT as e:
             raise TransientIndexError(str(e)) from e
 
