@@ -107,6 +107,17 @@ def check_bodies(ads: list[dict[str, Any]], count: int, seed: int = 3) -> list[d
     return out
 
 
+async def warm_up(url: str, bodies: list[dict[str, Any]], n_ads: int, count: int) -> None:
+    """``count`` checks and ``count // 5`` dedup-sets of random ids, one at a time, before measuring:
+    a server (and its database's page cache) in service is warm, a freshly started one is not."""
+    rng = random.Random(99)
+    async with httpx.AsyncClient(base_url=url, timeout=30) as c:
+        for i in range(count):
+            await c.post("/v1/check", json=bodies[i % len(bodies)])
+        for _ in range(count // 5):
+            await c.post("/v1/dedup-set", json={"ids": [str(rng.randint(1, n_ads)) for _ in range(100)]})
+
+
 async def run_rate(url: str, bodies: list[dict[str, Any]], rate: float, duration: float) -> dict[str, Any]:
     """Open-loop load: one request every 1/rate s for ``duration`` s (bounded by len(bodies))."""
     n = min(len(bodies), int(rate * duration))
@@ -203,6 +214,10 @@ async def main_async(args: argparse.Namespace, dsn: str) -> None:
     try:
         rates = [float(r) for r in args.rates.split(",")]
         bodies = check_bodies(ads, int(max(rates) * args.duration) + 20)
+        if args.warmup:
+            t = time.perf_counter()
+            await warm_up(url, bodies, args.ads, args.warmup)
+            print(f"warm-up: {args.warmup} checks and {args.warmup // 5} dedup-sets in {time.perf_counter() - t:.1f} s")
         best = None
         print("\n/v1/check (open loop, client-side latency incl. HTTP; server = took_ms)")
         print(f"{'rate/s':>7} {'sent':>6} {'achieved':>9} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'srv p99':>8} {'err':>4}")
@@ -233,6 +248,7 @@ def main() -> None:
     p.add_argument("--duration", type=float, default=10.0, help="seconds per rate")
     p.add_argument("--rates", default="200,400,800,1200,1600")
     p.add_argument("--set-rounds", type=int, default=300)
+    p.add_argument("--warmup", type=int, default=500, help="checks sent one at a time before measuring (0: none)")
     p.add_argument("--dsn", help="use this database (its ads index is cleared) instead of a throwaway server")
     p.add_argument("--reuse", action="store_true",
                    help="with --dsn: keep the index when it already holds --ads documents (a 1M index loads once)")

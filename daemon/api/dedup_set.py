@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from itertools import chain
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,30 +71,35 @@ class SignatureCache:
 def shared_value_counts(sketches: Sequence[Sequence[int]]) -> np.ndarray:
     """How many sketch values each pair of items shares.
 
-    Values held by one item only are dropped first (in a set of unrelated items that is nearly
-    all of them), then the counts are one small matrix product over the values held by two or
-    more: ``S = M @ M.T`` with ``M[i, v] = 1`` when item ``i`` holds value ``v``.
+    All values are sorted once; equal values then sit in runs, and entries ``d`` apart in the
+    sorted order that hold the same value are one shared value of their two owners. Offsets
+    ``d = 1, 2, ...`` are counted with one vectorised comparison each (``np.bincount``), until an
+    offset finds no equal pair (runs are contiguous, so no longer offset can). Unrelated items
+    share almost nothing, so this ends after an offset or two; no BLAS call (whose threads add
+    latency jitter on small products) is involved.
 
     Args:
         sketches: n sketches of distinct non-negative 63-bit values (as :func:`bottomk_sketch` makes them).
     Returns:
-        int64 array ``(n, n)``; the diagonal holds each sketch's own size.
+        int64 array ``(n, n)``, symmetric; the diagonal holds each sketch's own size.
     """
     n = len(sketches)
     lens = np.fromiter((len(s) for s in sketches), dtype=np.int64, count=n)
     total = int(lens.sum())
-    if total == 0:
-        return np.zeros((n, n), dtype=np.int64)
-    values = np.fromiter((v for s in sketches for v in s), dtype=np.int64, count=total)
-    owner = np.repeat(np.arange(n), lens)
-    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
-    keep = counts[inverse] >= 2
-    m = np.zeros((n, n), dtype=np.int64)
-    if keep.any():
-        _, column = np.unique(inverse[keep], return_inverse=True)
-        incidence = np.zeros((n, int(column.max()) + 1), dtype=np.float32)
-        incidence[owner[keep], column] = 1.0
-        m = np.rint(incidence @ incidence.T).astype(np.int64)
+    pairs: list[np.ndarray] = []
+    if total:
+        values = np.fromiter(chain.from_iterable(sketches), dtype=np.int64, count=total)
+        owner = np.repeat(np.arange(n, dtype=np.int64), lens)
+        order = np.argsort(values, kind="stable")
+        values, owner = values[order], owner[order]
+        for d in range(1, total):
+            same = values[:-d] == values[d:]
+            if not same.any():
+                break
+            pairs.append(owner[:-d][same] * n + owner[d:][same])
+    flat = np.concatenate(pairs) if pairs else np.zeros(0, dtype=np.int64)
+    m = np.bincount(flat, minlength=n * n).reshape(n, n)
+    m = m + m.T
     m[np.diag_indices(n)] = lens
     return m
 

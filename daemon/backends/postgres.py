@@ -203,7 +203,7 @@ class PostgresBackend:
     async def get_sketches(self, table: str, record_ids: Sequence[str]) -> dict[str, tuple[int, tuple[int, ...]]]:
         """``{record_id: (version, bottom-k sketch)}`` (see protocol). Raises TransientIndexError."""
         try:
-            async with self._pool.connection() as conn, conn.cursor() as cur:
+            async with self._pool.connection() as conn, conn.cursor(binary=True) as cur:  # bigint[]: binary parses faster
                 await cur.execute(query("get_sketches"), {"table": table, "record_ids": list(record_ids)})
                 return {rid: (version, tuple(sk if sk is not None else legacy or ()))
                         for rid, version, sk, legacy in await cur.fetchall()}
