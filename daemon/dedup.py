@@ -255,13 +255,17 @@ class DedupHandler:
     pairs_scored: int = 0
     cap_hits: int = 0
 
-    async def score_records(self, items: Sequence[tuple[str, IndexDocument]]) -> list[Link]:
+    async def score_records(self, items: Sequence[tuple[str, IndexDocument]],
+                            seen: dict[str, IndexDocument] | None = None) -> list[Link]:
         """Candidates of several records from the index (one lookup), scored; returns the links
-        ≥ the potential threshold."""
+        ≥ the potential threshold. ``seen`` (optional) receives the candidate documents read."""
         links: list[Link] = []
         for (rid, doc), res in zip(items, await score_candidates_many(self.table, items, self.backend, self.options),
                                    strict=True):
             links += self._links_of(rid, doc, res)
+            if seen is not None:
+                for sc in res.scored:
+                    seen.setdefault(sc.candidate.record_id, sc.candidate.document)
         return links
 
     def _links_of(self, rid: str, doc: IndexDocument, res: ScoredCandidates) -> list[Link]:
@@ -292,12 +296,13 @@ class DedupHandler:
         result.failed += [(c, f"table {c.table} is not {self.table}") for c in batch if c.table != self.table]
         docs = await self.backend.get(self.table, [c.record_id for c in mine if c.op == "U"])
         items = [(c.record_id, docs[c.record_id]) for c in mine if c.record_id in docs]
-        scored = await self.score_records(items)
+        seen = dict(items)  # documents read before the lock; reused under it while their version holds
+        scored = await self.score_records(items, seen)
         result.counts["scored"] += len(items)
         ids = sorted({c.record_id for c in mine})
         async with conn.transaction():
             await conn.execute(query("dedup_lock"), {"table": self.table})
-            new_links, current = await self._revalidate(conn, ids, scored)
+            new_links, current = await self._revalidate(conn, ids, scored, seen)
             new_links = await self._drop_dismissed(conn, new_links, current)
             cur = await conn.execute(query("delete_links_of"), {"table": self.table, "ids": ids})
             seeds = set(ids) | {x for row in await cur.fetchall() for x in row}
@@ -316,23 +321,29 @@ class DedupHandler:
         result.done = list(mine)
         return result
 
-    async def _revalidate(self, conn: psycopg.AsyncConnection[Any], ids: list[str],
-                          scored: list[Link]) -> tuple[list[Link], dict[str, IndexDocument]]:
+    async def _revalidate(self, conn: psycopg.AsyncConnection[Any], ids: list[str], scored: list[Link],
+                          seen: dict[str, IndexDocument]) -> tuple[list[Link], dict[str, IndexDocument]]:
         """Under the lock: the batch's links, checked against the current index documents.
 
         * a freshly scored link whose two documents are unchanged is kept as is;
         * one whose partner changed since it was scored is re-scored; one to a deleted record goes;
         * an existing link of a batch record that the (capped) candidate lookup did not return — a
           link is a property of the pair, the other end may have made it — is re-scored too.
-        Returns the links at or above the potential threshold, one per pair, and the documents read
-        under the lock (record id → current document), which :meth:`_recluster` reuses.
+        Returns the links at or above the potential threshold, one per pair, and the current
+        documents of their records (record id → document), which :meth:`_recluster` reuses: those in
+        ``seen`` (read before the lock) whose version the index confirms under the lock, and the
+        others read under it.
         """
         fresh = {(x.a, x.b): x for x in scored}
         cur = await conn.execute(query("links_of"), {"table": self.table, "ids": ids})
         pairs = set(fresh) | {(a, b) for a, b in await cur.fetchall()}
         if not pairs:
             return [], {}
-        current = await self.backend.get(self.table, sorted({x for p in pairs for x in p}))
+        versions = await self.backend.get_versions(self.table, sorted({x for p in pairs for x in p}))
+        current = {rid: seen[rid] for rid, v in versions.items() if rid in seen and seen[rid].version == v}
+        stale = sorted(rid for rid in versions if rid not in current)
+        if stale:
+            current |= await self.backend.get(self.table, stale)
         cfg = self.options.scoring
         out = []
         for a, b in sorted(pairs):

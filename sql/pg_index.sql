@@ -42,6 +42,10 @@ SELECT u.key, %(table)s, u.record_id FROM unnest(%(keys)b::bigint[], %(record_id
 SELECT record_id, version, scope, fields, signature, keys, bottomk FROM nearsync.documents
 WHERE table_name = %(table)s AND record_id = ANY(%(record_ids)b::text[]) AND NOT deleted;
 
+-- name: get_versions
+SELECT record_id, version FROM nearsync.documents
+WHERE table_name = %(table)s AND record_id = ANY(%(record_ids)b::text[]) AND NOT deleted;
+
 -- name: get_sketches
 -- Only the version and the bottom-k sketch (result-set dedup): the rest of the document is not
 -- read. Documents written before migration 0007 still hold the sketch in the signature.

@@ -120,7 +120,7 @@ async def test_upsert_get_count_iter(backend: IndexBackend) -> None:
     assert sorted([x async for x in backend.iter_versions(T)]) == [("0", 10), ("1", 11), ("2", 12)]
 
 
-async def test_get_sketches_returns_version_and_bottomk_only(backend: IndexBackend) -> None:
+async def test_get_sketches_and_versions_return_no_content(backend: IndexBackend) -> None:
     docs = [doc("a", 7, ["b1:aa"]), doc("b", 9, ["b1:aa"])]
     docs[0].signature["bottomk"] = [3, 17, 2**62 + 5]
     await backend.write(docs, [])
@@ -128,6 +128,7 @@ async def test_get_sketches_returns_version_and_bottomk_only(backend: IndexBacke
     await settle(backend)
     got = await backend.get_sketches(T, ["a", "b", "missing", "a"])
     assert got == {"a": (7, (3, 17, 2**62 + 5))}
+    assert await backend.get_versions(T, ["b", "a", "missing"]) == {"a": 7}
     docs[0].signature.pop("bottomk")
     await backend.write([IndexDocument(T, "a", 8, docs[0].fields, docs[0].scope, docs[0].keys, docs[0].signature)], [])
     await settle(backend)

@@ -144,6 +144,10 @@ class IndexBackend(Protocol):
     async def get(self, table: str, record_ids: Sequence[str]) -> dict[str, IndexDocument]:
         """Fetch live (not deleted) documents by id; missing ids are absent from the result."""
 
+    async def get_versions(self, table: str, record_ids: Sequence[str]) -> dict[str, int]:
+        """``{record_id: version}`` of live documents (no content): lets a caller that holds
+        documents read earlier check they are still current. Missing ids are absent."""
+
     async def get_sketches(self, table: str, record_ids: Sequence[str]) -> dict[str, tuple[int, tuple[int, ...]]]:
         """``{record_id: (version, bottom-k sketch)}`` of live documents, the sketch only.
 

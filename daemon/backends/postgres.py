@@ -200,6 +200,15 @@ class PostgresBackend:
         except _TRANSIENT as e:
             raise TransientIndexError(str(e)) from e
 
+    async def get_versions(self, table: str, record_ids: Sequence[str]) -> dict[str, int]:
+        """``{record_id: version}`` of live documents (see protocol). Raises TransientIndexError."""
+        try:
+            async with self._pool.connection() as conn, conn.cursor() as cur:
+                await cur.execute(query("get_versions"), {"table": table, "record_ids": list(record_ids)})
+                return dict(await cur.fetchall())
+        except _TRANSIENT as e:
+            raise TransientIndexError(str(e)) from e
+
     async def get_sketches(self, table: str, record_ids: Sequence[str]) -> dict[str, tuple[int, tuple[int, ...]]]:
         """``{record_id: (version, bottom-k sketch)}`` (see protocol). Raises TransientIndexError."""
         try:

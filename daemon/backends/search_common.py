@@ -284,6 +284,19 @@ class SearchBackend:
                     out[doc.record_id] = doc
         return out
 
+    async def get_versions(self, table: str, record_ids: Sequence[str]) -> dict[str, int]:
+        """``{record_id: version}`` (see protocol): ``_mget`` without ``_source``, in pages of 1000."""
+        out: dict[str, int] = {}
+        ids = list(dict.fromkeys(record_ids))
+        for i in range(0, len(ids), _PAGE):
+            page = ids[i:i + _PAGE]
+            res = await self.client.request("POST", f"/{self.alias}/_mget",
+                                            {"ids": [B.doc_id(table, r) for r in page]}, params={"_source": "false"})
+            for rid, d in zip(page, res.get("docs", [])):
+                if d.get("found"):
+                    out[rid] = int(d["_version"])
+        return out
+
     async def get_sketches(self, table: str, record_ids: Sequence[str]) -> dict[str, tuple[int, tuple[int, ...]]]:
         """``{record_id: (version, bottom-k sketch)}`` (see protocol): ``_mget`` of ``signature.bottomk``
         only (``_source_includes``), in pages of 1000."""
