@@ -149,8 +149,9 @@ async def reindex_with_live_writes(s: Settings, n: int, tmp_path: Path) -> None:
 async def test_reindex_100k_with_live_writes_real_cluster(name: str, env: str, fresh_db: str, tmp_path: Path) -> None:
     """The 100,000-record variant against a real cluster (``docker compose -f deploy/compose.yaml``,
     then ``ELASTICSEARCH_URL=http://localhost:9200 pytest -m real_cluster``). osmem-server cannot
-    carry it on a 2-core machine: under a reindex's dual writes plus a daemon and a reader it
-    stalls 15-20 s on some requests (a ``_count`` took 6 s), and 100,000 records would take ~45 min."""
+    carry it on the 2-core, 23 GB test machine: it holds ~100 kB per indexed ad in memory (two
+    index versions of 100,000 ads: ~20 GB) and under a reindex's dual writes plus a daemon and a
+    reader it stalls 15-20 s on some requests."""
     url = os.environ.get(env)
     if not url:
         pytest.skip(f"set {env} to run against a real {name} cluster")
