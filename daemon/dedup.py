@@ -385,28 +385,32 @@ class DedupHandler:
         return [x for x in links if (x.a, x.b) not in dismissed
                 or not decision_holds(dismissed[(x.a, x.b)], docs.get(x.a), docs.get(x.b))]
 
-    async def _without_dismissed_joins(self, conn: psycopg.AsyncConnection[Any], comp: list[str],
-                                       links: list[Link], docs: dict[str, IndexDocument]) -> list[Link]:
-        """``links`` less those that would put a dismissed pair (both records unchanged since) into
-        one cluster through other records (:func:`~daemon.clusters.respect_cannot_links`)."""
-        if len(links) < 2:
+    async def _decisions_among(self, conn: psycopg.AsyncConnection[Any], comp: list[str],
+                               docs: dict[str, IndexDocument]) -> dict[str, set[tuple[str, str]]]:
+        """Moderators' decisions among the records of a component that still hold
+        (:func:`decision_holds`), in one query: ``{"duplicate": pairs, "not_duplicate": pairs}``."""
+        cur = await conn.execute(query("decisions_among"), {"table": self.table, "ids": comp})
+        out: dict[str, set[tuple[str, str]]] = {"duplicate": set(), "not_duplicate": set()}
+        for a, b, decision, *stored in await cur.fetchall():
+            if decision in out and decision_holds(stored, docs.get(a), docs.get(b)):
+                out[decision].add((a, b))
+        return out
+
+    @staticmethod
+    def _without_dismissed_joins(links: list[Link], dismissed: set[tuple[str, str]]) -> list[Link]:
+        """``links`` less those that would put a dismissed pair into one cluster through other
+        records (:func:`~daemon.clusters.respect_cannot_links`)."""
+        if len(links) < 2 or not dismissed:
             return links
-        cur = await conn.execute(query("dismissed_among"), {"table": self.table, "ids": comp})
-        cannot = [(r[0], r[1]) for r in await cur.fetchall()
-                  if decision_holds(tuple(r[2:]), docs.get(r[0]), docs.get(r[1]))]
-        if not cannot:
-            return links
-        kept = {(a, b) for a, b, _ in respect_cannot_links([(x.a, x.b, x.score) for x in links], cannot)}
+        kept = {(a, b) for a, b, _ in respect_cannot_links([(x.a, x.b, x.score) for x in links], dismissed)}
         return [x for x in links if (x.a, x.b) in kept]
 
-    async def _keep_confirmed(self, conn: psycopg.AsyncConnection[Any],
-                              flags: list[tuple[str, str, str, str, Link]],
-                              docs: dict[str, IndexDocument]) -> list[tuple[str, str, str, str, Link]]:
+    @staticmethod
+    def _keep_confirmed(flags: list[tuple[str, str, str, str, Link]],
+                        confirmed: set[tuple[str, str]]) -> list[tuple[str, str, str, str, Link]]:
         """Flags ``(member, flag, original, cluster_id, link)`` with the ones a moderator confirmed
-        (``duplicate`` in ``nearsync.pair_decisions`` for (member, original)) kept ``duplicate``
-        while both records are unchanged (:func:`decision_holds`); an edit lets the score decide."""
-        decided = await self._decided(conn, "duplicate", [canonical(f[0], f[2]) for f in flags if f[1] != "duplicate"])
-        confirmed = {pair for pair, stored in decided.items() if decision_holds(stored, docs.get(pair[0]), docs.get(pair[1]))}
+        (``duplicate`` for (member, original), still holding) kept ``duplicate``; once an ad is
+        edited the score decides again."""
         if not confirmed:
             return flags
         return [(m, "duplicate" if canonical(m, o) in confirmed else flag, o, cid, link)
@@ -451,7 +455,8 @@ class DedupHandler:
         if self.options.best_match_per_source:
             links = mutual_best_per_source(links, {rid: d.fields.get("source") for rid, d in docs.items()},
                                            lambda r: order_key(r, docs.get(r)))
-        links = await self._without_dismissed_joins(conn, comp, links, docs)
+        decided = await self._decisions_among(conn, comp, docs) if links else {}
+        links = self._without_dismissed_joins(links, decided.get("not_duplicate", set()))
         clusters = build_clusters([(x.a, x.b, x.score) for x in links], lambda r: order_key(r, docs.get(r)),
                                   max_size=cfg.cluster.max_size, min_density=cfg.cluster.min_density,
                                   resolution=cfg.cluster.resolution, seed=cfg.cluster.seed)
@@ -474,7 +479,7 @@ class DedupHandler:
                     link = self._direct(m, cl.original, docs, via)
                 flag = decide(link.score, cfg) or "potential_duplicate"
                 flags.append((m, flag, cl.original, cl.id, link))
-        flags = await self._keep_confirmed(conn, flags, docs)
+        flags = self._keep_confirmed(flags, decided.get("duplicate", set()))
         async with conn.pipeline():  # four writes, one round trip
             await self._write_clusters_and_flags(conn, comp, members, flags, docs)
         return len(flags)

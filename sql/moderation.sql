@@ -1,13 +1,13 @@
 -- Moderation: the duplicates queue, moderators' decisions, and the dedup worker's check of them
 -- (daemon.api.moderation, daemon.dedup, daemon.evaluate --feedback).
 
--- name: dismissed_among
--- Pairs of the given records that a moderator dismissed, with the versions decided on: the
--- cannot-link constraints of one component when the dedup worker rebuilds its clusters.
-SELECT d.a, d.b, d.a_version, d.b_version, d.a_fingerprint, d.b_fingerprint
+-- name: decisions_among
+-- Moderators' decisions on pairs of the given records (one component), with the versions and
+-- fingerprints decided on: dismissed pairs are cannot-link constraints when the dedup worker
+-- rebuilds the component's clusters, confirmed ones keep their flag 'duplicate'.
+SELECT d.a, d.b, d.decision, d.a_version, d.b_version, d.a_fingerprint, d.b_fingerprint
 FROM nearsync.pair_decisions d
-WHERE d.table_name = %(table)s AND d.decision = 'not_duplicate'
-  AND d.a = ANY(%(ids)b::text[]) AND d.b = ANY(%(ids)b::text[]);
+WHERE d.table_name = %(table)s AND d.a = ANY(%(ids)b::text[]) AND d.b = ANY(%(ids)b::text[]);
 
 -- name: decided_pairs
 -- Pairs among the given ones (canonical order) on which a moderator made %(decision)s, with the index
