@@ -3,6 +3,8 @@ through the ASGI app in process (httpx ASGI transport) and once through a real u
 
 from __future__ import annotations
 
+import random
+
 import asyncio
 import contextlib
 import os
@@ -20,7 +22,7 @@ import pytest
 
 from daemon.api.app import create_app
 from daemon.api.config import ApiOptions, parse_api_keys
-from daemon.api.dedup_set import group_sketches
+from daemon.api.dedup_set import group_sketches, shared_value_counts
 from daemon.config import Settings
 from daemon.service import opened_backend
 from daemon.errors import ConfigError
@@ -208,6 +210,17 @@ async def test_api_key_and_openapi(dsettings: Settings) -> None:
         parse_api_keys("alice:,bob:k2")
     with pytest.raises(ConfigError):
         ApiOptions(unknown_fields="maybe")
+
+
+def test_shared_value_counts_equal_set_intersections() -> None:
+    rng = random.Random(3)
+    pool = [rng.randrange(1 << 62) for _ in range(60)]
+    sketches = [sorted(rng.sample(pool, rng.randrange(0, 25))) for _ in range(40)] + [[], [pool[0]]]
+    m = shared_value_counts(sketches)
+    for i, a in enumerate(sketches):
+        for j, b in enumerate(sketches):
+            assert m[i, j] == len(set(a) & set(b)), (i, j)
+    assert shared_value_counts([]).shape == (0, 0)
 
 
 def test_group_sketches_keeps_the_first_ranked_and_compares_only_sharing_items() -> None:
