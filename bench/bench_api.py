@@ -3,7 +3,7 @@
 Usage::
 
     PYTHONPATH=. python bench/bench_api.py [--ads 100000] [--duration 10] [--rates 200,400,800,1200,1600]
-        [--dsn postgresql://... [--reuse]]
+        [--warmup 500] [--dsn postgresql://... [--reuse]]
 
 Starts a throwaway PostgreSQL (or uses ``--dsn``, whose nearsync index is cleared), migrates, and
 writes ``--ads`` generated ads (``daemon.generator.generate_ads``) straight into the index through
@@ -17,6 +17,9 @@ process on loopback and an open-loop load generator in this process:
   highest rate with p99 <= 50 ms;
 * ``/v1/dedup-set`` with 100 ids: uncached (a fresh random set each time) and cached (the same set
   again): server-side ``took_ms`` p50/p99 and client-side p99.
+
+Before measuring, ``--warmup`` checks (default 500) and a fifth as many dedup-sets are sent one at
+a time, so the server and the database's page cache are warm, as in service.
 
 Targets (issue 7): check p99 <= 10 ms at 200 requests/s; dedup-set cached p99 <= 1 ms, uncached
 <= 10 ms (server side). The load generator shares the machine with the server and PostgreSQL.
