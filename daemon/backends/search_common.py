@@ -271,46 +271,34 @@ class SearchBackend:
 
     # -- reads ------------------------------------------------------------------------------------
 
-    async def get(self, table: str, record_ids: Sequence[str]) -> dict[str, IndexDocument]:
-        """Live documents of ``table`` by record id (``_mget`` in pages of 1000); missing ids are absent."""
-        out: dict[str, IndexDocument] = {}
-        ids = list(dict.fromkeys(record_ids))
-        for i in range(0, len(ids), _PAGE):
-            res = await self.client.request("POST", f"/{self.alias}/_mget",
-                                            {"ids": [B.doc_id(table, r) for r in ids[i:i + _PAGE]]})
-            for d in res.get("docs", []):
-                if d.get("found"):
-                    doc = B.document_from_hit(d)
-                    out[doc.record_id] = doc
-        return out
-
-    async def get_versions(self, table: str, record_ids: Sequence[str]) -> dict[str, int]:
-        """``{record_id: version}`` (see protocol): ``_mget`` without ``_source``, in pages of 1000."""
-        out: dict[str, int] = {}
+    async def _mget(self, table: str, record_ids: Sequence[str],
+                    params: Mapping[str, str] | None = None) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        """``(record_id, doc)`` for each found document of ``record_ids`` (``_mget`` in pages of 1000,
+        each id once; ``params`` narrow what each doc carries, e.g. ``_source_includes``)."""
         ids = list(dict.fromkeys(record_ids))
         for i in range(0, len(ids), _PAGE):
             page = ids[i:i + _PAGE]
             res = await self.client.request("POST", f"/{self.alias}/_mget",
-                                            {"ids": [B.doc_id(table, r) for r in page]}, params={"_source": "false"})
+                                            {"ids": [B.doc_id(table, r) for r in page]}, params=params)
             for rid, d in zip(page, res.get("docs", [])):
                 if d.get("found"):
-                    out[rid] = int(d["_version"])
-        return out
+                    yield rid, d
+
+    async def get(self, table: str, record_ids: Sequence[str]) -> dict[str, IndexDocument]:
+        """Live documents of ``table`` by record id (``_mget`` in pages of 1000); missing ids are absent."""
+        return {rid: B.document_from_hit(d) async for rid, d in self._mget(table, record_ids)}
+
+    async def get_versions(self, table: str, record_ids: Sequence[str]) -> dict[str, int]:
+        """``{record_id: version}`` (see protocol): ``_mget`` without ``_source``."""
+        return {rid: int(d["_version"]) async for rid, d in self._mget(table, record_ids, {"_source": "false"})}
 
     async def get_sketches(self, table: str, record_ids: Sequence[str]) -> dict[str, tuple[int, tuple[int, ...]]]:
         """``{record_id: (version, bottom-k sketch)}`` (see protocol): ``_mget`` of ``signature.bottomk``
-        only (``_source_includes``), in pages of 1000."""
+        only (``_source_includes``)."""
         out: dict[str, tuple[int, tuple[int, ...]]] = {}
-        ids = list(dict.fromkeys(record_ids))
-        for i in range(0, len(ids), _PAGE):
-            page = ids[i:i + _PAGE]
-            res = await self.client.request("POST", f"/{self.alias}/_mget",
-                                            {"ids": [B.doc_id(table, r) for r in page]},
-                                            params={"_source_includes": "signature.bottomk"})
-            for rid, d in zip(page, res.get("docs", [])):
-                if d.get("found"):
-                    sk = ((d.get("_source") or {}).get("signature") or {}).get("bottomk") or ()
-                    out[rid] = (int(d["_version"]), tuple(sk))
+        async for rid, d in self._mget(table, record_ids, {"_source_includes": "signature.bottomk"}):
+            sk = ((d.get("_source") or {}).get("signature") or {}).get("bottomk") or ()
+            out[rid] = (int(d["_version"]), tuple(sk))
         return out
 
     def _effective_min(self, min_match: int) -> int:
