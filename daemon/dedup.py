@@ -73,7 +73,7 @@ def decision_holds(stored: Sequence[Any], da: IndexDocument | None, db: IndexDoc
     """
     if da is None or db is None:
         return False
-    va, vb, fa, fb = (tuple(stored) + (None, None))[:4]
+    va, vb, fa, fb = stored
     if fa is not None and fb is not None:
         return (da.content_fingerprint(), db.content_fingerprint()) == (fa, fb)
     return (da.version, db.version) == (va, vb)
@@ -365,30 +365,21 @@ class DedupHandler:
         self.pairs_scored += 1
         return Link(a, b, ps.score, ps.reasons, ps.summary(), (da.version, db.version))
 
-    async def _decided(self, conn: psycopg.AsyncConnection[Any], decision: str,
-                       pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[Any, ...]]:
-        """Moderators' ``decision`` (``nearsync.pair_decisions``) among ``pairs`` (canonical order):
-        pair → ``(a_version, b_version, a_fingerprint, b_fingerprint)`` decided on (see :func:`decision_holds`)."""
-        if not pairs:
-            return {}
-        cur = await conn.execute(query("decided_pairs"), {"table": self.table, "decision": decision,
-                                                          "a": [p[0] for p in pairs], "b": [p[1] for p in pairs]})
-        return {(r[0], r[1]): tuple(r[2:]) for r in await cur.fetchall()}
-
     async def _drop_dismissed(self, conn: psycopg.AsyncConnection[Any], links: list[Link],
                               docs: dict[str, IndexDocument]) -> list[Link]:
         """Leave out pairs a moderator dismissed (``not_duplicate`` in ``nearsync.pair_decisions``)
         while both records are unchanged (:func:`decision_holds`); an edit lifts the decision."""
-        dismissed = await self._decided(conn, "not_duplicate", [(x.a, x.b) for x in links])
-        if not dismissed:
+        if not links:
             return links
-        return [x for x in links if (x.a, x.b) not in dismissed
-                or not decision_holds(dismissed[(x.a, x.b)], docs.get(x.a), docs.get(x.b))]
+        ends = sorted({x.a for x in links} | {x.b for x in links})
+        dismissed = (await self._decisions_among(conn, ends, docs))["not_duplicate"]
+        return [x for x in links if (x.a, x.b) not in dismissed]
 
     async def _decisions_among(self, conn: psycopg.AsyncConnection[Any], comp: list[str],
                                docs: dict[str, IndexDocument]) -> dict[str, set[tuple[str, str]]]:
-        """Moderators' decisions among the records of a component that still hold
-        (:func:`decision_holds`), in one query: ``{"duplicate": pairs, "not_duplicate": pairs}``."""
+        """Moderators' decisions on pairs of records of ``comp`` that still hold
+        (:func:`decision_holds`), in one query: ``{"duplicate": pairs, "not_duplicate": pairs}``
+        (canonical pairs)."""
         cur = await conn.execute(query("decisions_among"), {"table": self.table, "ids": comp})
         out: dict[str, set[tuple[str, str]]] = {"duplicate": set(), "not_duplicate": set()}
         for a, b, decision, *stored in await cur.fetchall():

@@ -2,21 +2,12 @@
 -- (daemon.api.moderation, daemon.dedup, daemon.evaluate --feedback).
 
 -- name: decisions_among
--- Moderators' decisions on pairs of the given records (one component), with the versions and
--- fingerprints decided on: dismissed pairs are cannot-link constraints when the dedup worker
--- rebuilds the component's clusters, confirmed ones keep their flag 'duplicate'.
+-- Moderators' decisions on pairs of the given records, with the versions and fingerprints decided
+-- on: the dedup worker leaves dismissed pairs unlinked, treats them as cannot-link constraints when
+-- it rebuilds a component's clusters, and keeps confirmed flags 'duplicate'.
 SELECT d.a, d.b, d.decision, d.a_version, d.b_version, d.a_fingerprint, d.b_fingerprint
 FROM nearsync.pair_decisions d
 WHERE d.table_name = %(table)s AND d.a = ANY(%(ids)b::text[]) AND d.b = ANY(%(ids)b::text[]);
-
--- name: decided_pairs
--- Pairs among the given ones (canonical order) on which a moderator made %(decision)s, with the index
--- document versions decided on: the dedup worker skips a 'not_duplicate' pair and keeps a
--- 'duplicate' flag while both records are unchanged.
-SELECT d.a, d.b, d.a_version, d.b_version, d.a_fingerprint, d.b_fingerprint
-FROM nearsync.pair_decisions d
-JOIN unnest(%(a)b::text[], %(b)b::text[]) AS x(a, b) ON x.a = d.a AND x.b = d.b
-WHERE d.table_name = %(table)s AND d.decision = %(decision)s;
 
 -- name: moderation_queue
 -- Potential duplicates, newest first, with the record and its original as jsonb rows; optional
