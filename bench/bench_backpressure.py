@@ -72,9 +72,9 @@ def tree_rss_mb(pid: int) -> float:
 
 
 def pending(dsn: str) -> int:
-    """Tracking rows left on the index queue."""
+    """Tracking and change-log rows left on the index queue."""
     with psycopg.connect(dsn) as c:
-        row = c.execute("SELECT count(*) FROM nearsync.index_tracking WHERE queue = 'index'").fetchone()
+        row = c.execute("SELECT count(*) FROM nearsync.pending_changes WHERE queue = 'index'").fetchone()
         return int(row[0]) if row else 0
 
 

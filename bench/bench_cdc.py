@@ -70,7 +70,7 @@ def wait_drained(conn: psycopg.Connection, expect_docs: int, timeout: float = 90
     t0 = time.time()
     while time.time() - t0 < timeout:
         n = conn.execute("SELECT count(*) FROM nearsync.documents WHERE NOT deleted").fetchone()[0]
-        p = conn.execute("SELECT count(*) FROM nearsync.index_tracking WHERE queue = 'index'").fetchone()[0]
+        p = conn.execute("SELECT count(*) FROM nearsync.pending_changes WHERE queue = 'index'").fetchone()[0]
         if n >= expect_docs and p == 0:
             return time.time()
         time.sleep(0.02)
@@ -79,7 +79,7 @@ def wait_drained(conn: psycopg.Connection, expect_docs: int, timeout: float = 90
 
 def reset(conn: psycopg.Connection) -> None:
     conn.execute("TRUNCATE ads")
-    conn.execute("TRUNCATE nearsync.index_tracking, nearsync.documents, nearsync.document_keys")
+    conn.execute("TRUNCATE nearsync.index_tracking, nearsync.change_log, nearsync.documents, nearsync.document_keys")
 
 
 def bench_latency(conn: psycopg.Connection, dsn: str, n: int) -> dict[str, float]:
@@ -129,7 +129,7 @@ def bench_overhead(conn: psycopg.Connection, size: int, singles: int) -> dict[st
         times = []
         for _ in range(3):
             conn.execute(f"TRUNCATE {table}")
-            conn.execute("TRUNCATE nearsync.index_tracking")
+            conn.execute("TRUNCATE nearsync.index_tracking, nearsync.change_log")
             conn.commit()
             t = time.perf_counter()
             conn.execute(f"INSERT INTO {table} ({COLS}) SELECT {COLS} FROM staging LIMIT %s", (size,))
@@ -145,7 +145,7 @@ def bench_overhead(conn: psycopg.Connection, size: int, singles: int) -> dict[st
             conn.commit()
         out[f"single_{table}_s"] = time.perf_counter() - t
     conn.execute("TRUNCATE ads")
-    conn.execute("TRUNCATE nearsync.index_tracking")
+    conn.execute("TRUNCATE nearsync.index_tracking, nearsync.change_log")
     conn.commit()
     out["bulk_ratio"] = out["bulk_ads_s"] / out["bulk_ads_plain_s"]
     out["single_ratio"] = out["single_ads_s"] / out["single_ads_plain_s"]

@@ -53,7 +53,15 @@ def current_revision(settings: Settings) -> str | None:
 
 def head_revision(settings: Settings) -> str:
     """The newest revision shipped with this version of nearsync."""
-    head = ScriptDirectory.from_config(alembic_config(settings)).get_current_head()
+    return head_revision_id()
+
+
+def head_revision_id() -> str:
+    """The newest revision shipped with this version of nearsync (e.g. ``"0008"``), read from the
+    migrations directory without a database."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations_dir()))
+    head = ScriptDirectory.from_config(cfg).get_current_head()
     assert head is not None
     return head
 

@@ -111,17 +111,33 @@ def json_safe(v: Any) -> Any:
     return str(v)
 
 
+def _head_revision() -> str:
+    """The newest migration shipped with this nearsync (imported late: daemon.migrate imports us)."""
+    from daemon.migrate import head_revision_id
+
+    return head_revision_id()
+
+
 async def inspect_source(conn: psycopg.AsyncConnection[Any], settings: SourceSettings) -> SourceTable:
     """Check that the table and its columns exist and that migrations ran; return a SourceTable.
 
     Raises:
-        SchemaError: missing table, column, or nearsync migration.
+        SchemaError: missing table or column, or the database is not at the newest nearsync
+            migration.
         ConfigError: unsupported id column type (``source.id_column``).
     """
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(query("table_exists"), {"name": "nearsync.index_tracking"})
         if not (await cur.fetchone() or {}).get("present"):
             raise SchemaError("nearsync is not installed in this database: run `nearsync migrate` first")
+        await cur.execute(query("schema_revision_readable"))
+        found = wanted = _head_revision()  # not checked when the role may not read the version table
+        if (await cur.fetchone() or {}).get("readable"):
+            await cur.execute(query("schema_revision"))
+            found = (await cur.fetchone() or {}).get("version_num")
+        if found != wanted:
+            raise SchemaError(f"the database's nearsync schema is at migration {found}, this version of nearsync "
+                              f"needs {wanted}: run `nearsync migrate` first")
         qualified = str(sql.Identifier(settings.schema, settings.table).as_string(conn))
         await cur.execute(query("table_exists"), {"name": qualified})
         if not (await cur.fetchone() or {}).get("present"):

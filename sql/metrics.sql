@@ -6,24 +6,27 @@
 SELECT pg_notification_queue_usage()::float8 AS usage;
 
 -- name: tracking_size
--- On-disk size of the tracking table with its indexes and TOAST (bytes), and its row count.
-SELECT pg_total_relation_size('nearsync.index_tracking')::bigint AS bytes,
-       (SELECT count(*) FROM nearsync.index_tracking)::bigint AS rows;
+-- On-disk size of the tracking table and the change log with their indexes and TOAST (bytes), and
+-- their row count.
+SELECT (pg_total_relation_size('nearsync.index_tracking') + pg_total_relation_size('nearsync.change_log'))::bigint
+           AS bytes,
+       (SELECT count(*) FROM nearsync.pending_changes)::bigint AS rows;
 
 -- Checks of the chaos suite (bench/chaos) and the hygiene test.
 
 -- name: pending_for_record
--- Tracking rows (either queue) still pending for one record.
-SELECT count(*)::bigint AS n FROM nearsync.index_tracking
+-- Tracking and change-log rows (either queue) still pending for one record.
+SELECT count(*)::bigint AS n FROM nearsync.pending_changes
 WHERE table_name = %(table)s AND record_id = %(record_id)s;
 
 -- name: pending_rows_for_record
--- The pending tracking rows of one record (diagnostics of the chaos suite).
-SELECT queue, op, seq, claimed_by, attempts, not_before, last_error FROM nearsync.index_tracking
+-- The pending tracking and change-log rows of one record (diagnostics of the chaos suite).
+SELECT queue, op, seq, claimed_by, attempts, not_before, last_error FROM nearsync.pending_changes
 WHERE table_name = %(table)s AND record_id = %(record_id)s ORDER BY queue;
 
 -- name: pending_total
-SELECT count(*)::bigint AS n FROM nearsync.index_tracking;
+-- Tracking and change-log rows, both queues.
+SELECT count(*)::bigint AS n FROM nearsync.pending_changes;
 
 -- name: dead_letter_ids
 SELECT queue, record_id FROM nearsync.dead_letters WHERE table_name = %(table)s;

@@ -21,6 +21,10 @@ BEGIN
                    role_name);
     EXECUTE format('GRANT USAGE ON SCHEMA %I TO %I', tracked_schema, role_name);
     EXECUTE format('GRANT SELECT ON TABLE %s TO %I', tracked, role_name);
+    -- the daemon checks at start that the schema is at the migration it needs
+    IF to_regclass('public.nearsync_alembic_version') IS NOT NULL THEN
+        EXECUTE format('GRANT SELECT ON TABLE public.nearsync_alembic_version TO %I', role_name);
+    END IF;
 END
 $fn$;
 

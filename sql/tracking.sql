@@ -1,4 +1,6 @@
 -- The tracking/claiming protocol. Queries are loaded by name (daemon.queries).
+-- The triggers append to nearsync.change_log; `relay` coalesces the log into index_tracking, the
+-- queue table that workers claim from (the dedup queue is filled by the daemon, not the log).
 -- Parameters use psycopg's %(name)s placeholders; {identifiers} are filled with sql.Identifier.
 
 -- name: register_worker
@@ -7,6 +9,29 @@ SELECT nextval('nearsync.worker_seq')::integer AS worker_id;
 
 -- name: lock_worker
 SELECT pg_try_advisory_lock(28275, %(worker)s) AS locked;
+
+-- name: relay
+-- Move up to %(limit)s change-log rows (appended by the triggers, migration 0008) into the index
+-- queue in one statement: delete them, keep the latest change per record, upsert it. Moved rows are
+-- skipped by concurrent relays (SKIP LOCKED), and the upsert goes in key order, so two relays never
+-- deadlock; an older change never overwrites a newer pending one (a newer change that was already
+-- processed makes the older one stale at the index, which keeps versions). Returns the rows moved.
+WITH moved AS (
+    DELETE FROM nearsync.change_log c
+    WHERE c.ctid = ANY(ARRAY(SELECT l.ctid FROM nearsync.change_log l LIMIT %(limit)s FOR UPDATE SKIP LOCKED))
+    RETURNING c.table_name, c.record_id, c.op, c.seq, c.changed_at
+), latest AS (
+    SELECT DISTINCT ON (table_name, record_id) table_name, record_id, op, seq, changed_at
+    FROM moved ORDER BY table_name, record_id, seq DESC
+), queued AS (
+    INSERT INTO nearsync.index_tracking AS t (queue, table_name, record_id, op, seq, changed_at)
+    SELECT 'index', table_name, record_id, op, seq, changed_at FROM latest ORDER BY table_name, record_id
+    ON CONFLICT (queue, table_name, record_id) DO UPDATE SET
+        op = excluded.op, seq = excluded.seq, changed_at = excluded.changed_at,
+        claimed_by = NULL, claimed_at = NULL, attempts = 0, not_before = NULL, last_error = NULL
+    WHERE t.seq < excluded.seq
+)
+SELECT count(*)::bigint AS moved FROM moved;
 
 -- name: claim
 -- Claim up to %(limit)s due rows of a queue, oldest change first. A row is claimable when nobody
@@ -89,11 +114,16 @@ WHERE t.seq < excluded.seq;
 SELECT pg_notify(%(channel)s, %(payload)s);
 
 -- name: queue_status
+-- Per queue: records pending (tracking rows and change-log rows not yet relayed, one per record),
+-- the age of the oldest pending change (s), claimed and retrying records.
 SELECT queue, count(*)::bigint AS pending,
        coalesce(extract(epoch FROM clock_timestamp() - min(changed_at)), 0)::float8 AS oldest_age_s,
-       count(*) FILTER (WHERE claimed_by IS NOT NULL)::bigint AS claimed,
-       count(*) FILTER (WHERE attempts > 0)::bigint AS retrying
-FROM nearsync.index_tracking GROUP BY queue ORDER BY queue;
+       count(*) FILTER (WHERE claimed)::bigint AS claimed,
+       count(*) FILTER (WHERE retrying)::bigint AS retrying
+FROM (SELECT queue, min(changed_at) AS changed_at, bool_or(claimed_by IS NOT NULL) AS claimed,
+             bool_or(attempts > 0) AS retrying
+      FROM nearsync.pending_changes GROUP BY queue, table_name, record_id) AS p
+GROUP BY queue ORDER BY queue;
 
 -- name: dead_letter_count
 SELECT queue, count(*)::bigint AS n FROM nearsync.dead_letters GROUP BY queue ORDER BY queue;
@@ -123,6 +153,15 @@ SELECT table_name, id_column, tracked_columns FROM nearsync.tracked_tables ORDER
 
 -- name: table_exists
 SELECT to_regclass(%(name)s) IS NOT NULL AS present;
+
+-- name: schema_revision_readable
+-- Whether this role may read Alembic's version table (roles granted before migration 0008 may not).
+SELECT to_regclass('public.nearsync_alembic_version') IS NOT NULL
+       AND has_table_privilege('public.nearsync_alembic_version', 'SELECT') AS readable;
+
+-- name: schema_revision
+-- The database's nearsync migration (Alembic's version table; see daemon.migrate).
+SELECT version_num FROM public.nearsync_alembic_version;
 
 -- name: column_types
 SELECT a.attname AS column_name, format_type(a.atttypid, a.atttypmod) AS type_name,
@@ -206,11 +245,12 @@ WHERE %(after)s::text IS NULL OR {id} > %(after_value)s
 ORDER BY {id} LIMIT %(limit)s;
 
 -- name: has_due
--- Whether a queue has anything due (batch mode opens its window only then).
+-- Whether a queue has anything due (batch mode opens its window only then); for the index queue
+-- that includes change-log rows not yet relayed.
 SELECT EXISTS (
     SELECT 1 FROM nearsync.index_tracking
     WHERE queue = %(queue)s AND (not_before IS NULL OR not_before <= clock_timestamp())
-) AS due;
+) OR (%(queue)s = 'index' AND EXISTS (SELECT 1 FROM nearsync.change_log)) AS due;
 
 -- name: create_flag_view
 SELECT nearsync.create_flag_view(%(table)s::regclass, %(id_column)s);

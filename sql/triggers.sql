@@ -1,4 +1,8 @@
--- Trigger management (applied by migration 0002). nearsync.attach_table() generates, for one
+-- Trigger management as migration 0002 applies it. Migration 0008 replaces attach_table() with the
+-- change-log version (sql/change_log.sql) and its downgrade puts this one back; the helper
+-- functions here stay in use.
+--
+-- 0002's generator: nearsync.attach_table() generates, for one
 -- tracked table, a trigger function and three STATEMENT-level AFTER triggers with transition
 -- tables. Each statement does one set-based upsert into index_tracking -- one row per changed
 -- record, coalesced with any pending row of the same record -- and at most one pg_notify.

@@ -26,6 +26,7 @@ import pytest
 from daemon.config import DaemonSettings, Settings, settings_from_mapping
 from daemon.migrate import upgrade
 from daemon.pgserver import ThrowawayPostgres
+from daemon.queries import query
 from daemon.service import Indexer, build_indexer, opened_backend
 
 REPO = Path(__file__).resolve().parents[1]
@@ -165,11 +166,11 @@ async def wait_until(predicate: Callable[[], Awaitable[bool]], timeout: float = 
 
 
 async def pending(dsn: str, queue: str = "index") -> int:
-    """Tracking rows pending on ``queue``."""
+    """Records pending on ``queue`` (tracking rows and change-log rows not yet relayed, one per
+    record), as ``nearsync status`` counts them."""
     async with await psycopg.AsyncConnection.connect(dsn) as c:
-        cur = await c.execute("SELECT count(*) FROM nearsync.index_tracking WHERE queue = %s", (queue,))
-        row = await cur.fetchone()
-        return int(row[0]) if row else 0
+        cur = await c.execute(query("queue_status"))
+        return next((int(r[1]) for r in await cur.fetchall() if r[0] == queue), 0)
 
 
 async def table_state(dsn: str) -> dict[str, dict[str, Any]]:

@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from daemon.config import Settings
+from daemon.tracking import relay
 from tests.conftest import (
     index_state,
     pending,
@@ -65,6 +66,9 @@ async def test_repeated_changes_coalesce_into_one_pending_row(settings: Settings
     async with await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True) as c:
         for k in range(5):
             await c.execute("UPDATE ads SET price = %s WHERE id = %s", (200 + k, int(rid)))
+        logged = (await (await c.execute("SELECT count(*) FROM nearsync.change_log")).fetchone())[0]  # type: ignore[index]
+        assert logged == 6 and await pending(settings.dsn) == 1  # the insert and five updates; one record
+        assert await relay(c) == 6  # what every claim does first: coalesce the log into the queue
         cur = await c.execute("SELECT op, seq FROM nearsync.index_tracking WHERE queue = 'index'")
         rows = await cur.fetchall()
         last_seq = (await (await c.execute("SELECT last_value FROM nearsync.change_seq")).fetchone())[0]  # type: ignore[index]

@@ -16,6 +16,7 @@ from daemon.cli import main
 from daemon.config import Settings
 from daemon.migrate import current_revision, downgrade, head_revision, upgrade
 from daemon.reindex import reindex, verify
+from daemon.tables import SchemaError, inspect_source
 from daemon.service import opened_backend, status
 from tests.conftest import (
     REPO,
@@ -187,6 +188,38 @@ async def test_sketch_column_migration_keeps_sketches_both_ways(fresh_db: str) -
         assert await be.get_sketches("public.ads", ["1"]) == {"1": (5, (7, 9, 2**62))}
     finally:
         await be.close()
+
+
+async def test_change_log_migration_keeps_pending_changes_both_ways(fresh_db: str) -> None:
+    """Migration 0008 made the triggers append to nearsync.change_log; its downgrade moves what is
+    still in the log into index_tracking (coalesced) and puts the upserting triggers back. No change
+    is lost either way, and the daemon then indexes everything."""
+    s = make_settings(fresh_db)
+    upgrade(s)
+    ids = await insert_ads(fresh_db, 3)
+    with psycopg.connect(fresh_db, autocommit=True) as c:
+        c.execute("UPDATE ads SET title = 'edited' WHERE id = %s", (int(ids[0]),))
+        assert c.execute("SELECT count(*) FROM nearsync.change_log").fetchone() == (4,)
+    downgrade(s, "0007")
+    with psycopg.connect(fresh_db, autocommit=True) as c:
+        assert c.execute("SELECT to_regclass('nearsync.change_log')").fetchone() == (None,)
+        rows = c.execute("SELECT record_id FROM nearsync.index_tracking ORDER BY record_id::int").fetchall()
+        assert [r[0] for r in rows] == ids
+        c.execute("INSERT INTO ads (title, body) VALUES ('old-style trigger', 'body')")  # upserts tracking
+        assert c.execute("SELECT count(*) FROM nearsync.index_tracking").fetchone() == (4,)
+    async with await psycopg.AsyncConnection.connect(fresh_db, autocommit=True) as ac:
+        wanted = f"at migration 0007, this version of nearsync needs {head_revision(s)}: run `nearsync migrate`"
+        with pytest.raises(SchemaError, match=wanted):
+            await inspect_source(ac, s.source)  # a daemon refuses to start on an older schema
+    upgrade(s)
+    later = await insert_ads(fresh_db, 1, start=10)
+    with psycopg.connect(fresh_db, autocommit=True) as c:
+        assert c.execute("SELECT record_id FROM nearsync.change_log").fetchall() == [(later[0],)]
+    assert await pending(fresh_db) == 5
+    async with running_indexer(s):
+        await wait_until(lambda: in_sync(s))
+    assert await pending(fresh_db) == 0
+    assert (await index_state(s))[ids[0]]["title"] == "edited"
 
 
 def test_cli_fails_fast_with_clear_errors(fresh_db: str, pg_server: object, capsys: pytest.CaptureFixture[str]) -> None:
