@@ -3,7 +3,6 @@ deletes, cluster splitting, and parallel workers."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import psycopg

@@ -14,7 +14,6 @@ import random
 import subprocess
 import sys
 import uuid
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,16 +21,14 @@ import psycopg
 import pytest
 
 from daemon import search_admin as A
-from daemon.backends.base import IndexBackend
-from daemon.cli import main
 from daemon.config import Settings
 from daemon.migrate import upgrade
 from daemon.reindex import reindex, verify
 from daemon.service import opened_backend
-from tests.conftest import REPO, index_state, make_settings, pending, running_indexer, table_state, wait_until
+from tests.conftest import REPO, index_state, make_settings, pending, table_state, wait_until
 
 try:
-    from tests.search_server import TcpProxy, start_osmem
+    import tests.search_server  # noqa: F401 - skips the module when osmem-server is absent
 except ImportError:  # pragma: no cover - osmem-server not installed
     pytest.skip("osmem-server unavailable", allow_module_level=True)
 

@@ -47,7 +47,6 @@ def _signer():
 def abt_buy():
     sign, how = _signer()
     recs: dict[str, tuple[dict, dict]] = {}
-    raw: dict[str, tuple[str, str | None]] = {}
     for r in _read("Abt.csv"):
         f = {"title": r["name"], "body": r["description"] or None, "price": _price(r["price"])}
         recs["a" + r["id"]] = (f, sign(f))
