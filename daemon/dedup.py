@@ -437,16 +437,17 @@ class DedupHandler:
             log.warning("component truncated", size=len(comp), max_component=self.options.max_component)
         cur = await conn.execute(query("links_among"), {"table": self.table, "ids": comp})
         links = [Link(r[0], r[1], float(r[2]), r[3], r[4]) for r in await cur.fetchall()]
-        docs: dict[str, IndexDocument] = {}
-        if links:
-            docs = {rid: known[rid] for rid in comp if rid in known}
-            missing = [rid for rid in comp if rid not in known]
-            if missing:
-                docs |= await self.backend.get(self.table, missing)
+        # Only linked records are clustered and flagged, so only their documents are needed (most of
+        # a batch's records have no link at all).
+        ends = sorted({x.a for x in links} | {x.b for x in links})
+        docs = {rid: known[rid] for rid in ends if rid in known}
+        missing = [rid for rid in ends if rid not in docs]
+        if missing:
+            docs |= await self.backend.get(self.table, missing)
         if self.options.best_match_per_source:
             links = mutual_best_per_source(links, {rid: d.fields.get("source") for rid, d in docs.items()},
                                            lambda r: order_key(r, docs.get(r)))
-        decided = await self._decisions_among(conn, comp, docs) if links else {}
+        decided = await self._decisions_among(conn, ends, docs) if links else {}
         links = self._without_dismissed_joins(links, decided.get("not_duplicate", set()))
         clusters = build_clusters([(x.a, x.b, x.score) for x in links], lambda r: order_key(r, docs.get(r)),
                                   max_size=cfg.cluster.max_size, min_density=cfg.cluster.min_density,
