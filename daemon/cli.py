@@ -26,8 +26,9 @@ from daemon.tables import SchemaError
 EXIT_PROBLEM, EXIT_CONFIG, EXIT_SCHEMA, EXIT_UNREACHABLE = 1, 2, 3, 4
 
 DESCRIPTION = """\
-nearsync keeps a search index in sync with a PostgreSQL table through triggers, a tracking table
-and LISTEN/NOTIFY, and flags near-duplicate records back into PostgreSQL.
+nearsync keeps a search index in sync with a PostgreSQL table through triggers, a change log and
+tracking table (a transactional outbox) and LISTEN/NOTIFY, and flags near-duplicate records back
+into PostgreSQL.
 
 Typical use:
   nearsync migrate                 # create the nearsync schema and attach the triggers
