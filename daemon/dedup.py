@@ -3,7 +3,7 @@
 For each record taken from the ``dedup`` queue (the indexing daemon puts every indexed or deleted
 record there, in its acknowledging transaction):
 
-1. its document is fetched from the index (gone: treated as a delete);
+1. its document is fetched from the index, whatever the queued op (gone: treated as a delete);
 2. candidates come from the index through the backend protocol only — records sharing at least
    ``dedup.min_match`` LSH band keys, simhash block keys or super tokens within the same scope —
    capped at ``dedup.candidate_cap`` (a hit cap is logged);
@@ -294,7 +294,9 @@ class DedupHandler:
         before, caps_before = self.pairs_scored, self.cap_hits
         mine = [c for c in batch if c.table == self.table]
         result.failed += [(c, f"table {c.table} is not {self.table}") for c in batch if c.table != self.table]
-        docs = await self.backend.get(self.table, [c.record_id for c in mine if c.op == "U"])
+        # The index says what each record is now, whatever the queued op (a queued upsert may have
+        # been deleted since, and a stale delete's record may be live again).
+        docs = await self.backend.get(self.table, [c.record_id for c in mine])
         items = [(c.record_id, docs[c.record_id]) for c in mine if c.record_id in docs]
         seen = dict(items)  # documents read before the lock; reused under it while their version holds
         scored = await self.score_records(items, seen)

@@ -3,8 +3,8 @@
 A change whose row is gone, or no longer active (``source.active_column``), becomes a delete.
 Rows whose signature cannot be computed, and documents the index rejects permanently, are
 reported as failed (retried, then dead-lettered) while the rest of the batch is indexed.
-Indexed records are put on the dedup queue in the acknowledging transaction when
-``dedup.enabled`` is true.
+Indexed records — and records whose write was stale, see :meth:`IndexHandler.process` — are
+put on the dedup queue in the acknowledging transaction when ``dedup.enabled`` is true.
 """
 
 from __future__ import annotations
@@ -80,11 +80,12 @@ class IndexHandler:
                 result.failed.append((c, written.errors.get(key, "no outcome from the index backend")))
                 continue
             result.done.append(c)
-            if outcome is Outcome.STALE:
-                result.counts["stale"] += 1
-                continue
             is_delete = key not in upserted
-            result.counts["deleted" if is_delete else "indexed"] += 1
+            # A stale write still goes to the dedup queue: the index may hold this very version from
+            # an attempt that died before its acknowledgement (kill -9, the database restarting
+            # under the ack), and then nothing else would tell the worker. The worker reads the
+            # record's state from the index, so a superseded version costs one redundant look.
+            result.counts["stale" if outcome is Outcome.STALE else "deleted" if is_delete else "indexed"] += 1
             result.follow_up.append(Claimed(c.table, c.record_id, "D" if is_delete else "U", c.seq,
                                             c.changed_at, 0))
         return result

@@ -8,10 +8,12 @@ from typing import Any
 import psycopg
 import pytest
 
+from daemon.backends.base import DeleteOp, Outcome
 from daemon.config import Settings
 from daemon.reindex import reindex
 from daemon.service import opened_backend
 from daemon.signatures import SIGNATURE_SCHEMA_VERSION
+from daemon.tracking import relay
 from tests.conftest import flags, queues_empty, running_indexer, running_worker, wait_until, with_dedup
 
 ORIGINAL = {
@@ -117,6 +119,30 @@ async def test_deleting_the_original_repoints_its_duplicates(dsettings: Settings
         assert await flags(s.dsn) == {third: ("duplicate", second)}
         async with await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as c:
             await c.execute("DELETE FROM ads WHERE id = %s", (int(second),))
+        await settle(s)
+    assert await flags(s.dsn) == {}
+
+
+async def test_a_delete_written_before_a_crash_still_reaches_the_worker(dsettings: Settings) -> None:
+    """A daemon that wrote a change to the index and died before acknowledging it (kill -9, or the
+    database restarting under the acknowledgement) leaves the change pending; the retry finds its
+    own version already in the index (a stale write), and must still hand the record to the dedup
+    worker, or the duplicates of a deleted original stay flagged against it."""
+    s = dsettings
+    async with running_indexer(s), running_worker(s):
+        orig = await add(s.dsn, ORIGINAL, "now() - interval '2 days'")
+        repost = await add(s.dsn, ORIGINAL)
+        await settle(s)
+    assert await flags(s.dsn) == {repost: ("duplicate", orig)}
+    async with await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as c:
+        await c.execute("DELETE FROM ads WHERE id = %s", (int(orig),))
+        await relay(c)
+        seq = (await (await c.execute("SELECT seq FROM nearsync.index_tracking WHERE queue = 'index' "
+                                      "AND record_id = %s", (orig,))).fetchone())[0]  # type: ignore[index]
+    async with opened_backend(s) as backend:  # what the crashed daemon had written
+        written = await backend.write([], [DeleteOp("public.ads", orig, seq)])
+        assert written.outcomes[("public.ads", orig)] is Outcome.APPLIED
+    async with running_indexer(s), running_worker(s):
         await settle(s)
     assert await flags(s.dsn) == {}
 
