@@ -42,6 +42,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential
 from daemon.backends.base import TransientIndexError
 from daemon.config import DaemonSettings
 from daemon.logs import get_logger
+from daemon.pgpool import IdleCheck
 from daemon.queries import query
 from daemon.tracking import Claimed, Queue, enqueue, hold_worker_lock, register_worker
 
@@ -160,8 +161,9 @@ class QueueLoop:
         self.last_loop_at = time.monotonic()
         self.sizer = BatchSizer.for_batch_size(settings.batch_size)
         self.observer: LoopObserver | None = None
+        idle_check = IdleCheck()
         self._pool = AsyncConnectionPool(dsn, min_size=1, max_size=2, open=False, timeout=10,
-                                         kwargs={"autocommit": True}, check=AsyncConnectionPool.check_connection)
+                                         kwargs={"autocommit": True}, check=idle_check.check, reset=idle_check.reset)
         self._notifier = sdnotify.SystemdNotifier()
 
     # -- lifecycle -------------------------------------------------------------------------------
