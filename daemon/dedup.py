@@ -307,9 +307,7 @@ class DedupHandler:
             new_links, current = await self._revalidate(conn, ids, scored, seen)
             new_links = await self._drop_dismissed(conn, new_links, current)
             cur = await conn.execute(query("delete_links_of"), {"table": self.table, "ids": ids})
-            seeds = set(ids) | {x for row in await cur.fetchall() for x in row}
-            cur = await conn.execute(query("cluster_mates"), {"table": self.table, "ids": sorted(seeds)})
-            seeds |= {r[0] for r in await cur.fetchall()}
+            seeds = {r[0] for r in await cur.fetchall()}  # the batch, former partners, their cluster mates
             if new_links:
                 await conn.execute(query("insert_links"), {
                     "table": self.table, "a": [x.a for x in new_links], "b": [x.b for x in new_links],
@@ -432,13 +430,16 @@ class DedupHandler:
         ``known``: documents already read under the same lock (their ids that are absent from it are
         fetched; an id in ``known`` whose record is gone is simply missing from it)."""
         cfg = self.options.scoring
-        cur = await conn.execute(query("component"), {"table": self.table, "ids": seeds,
-                                                      "max_nodes": self.options.max_component + len(seeds)})
-        comp = sorted({r[0] for r in await cur.fetchall()} | set(seeds))
+        cur = await conn.execute(query("component_links"), {"table": self.table, "ids": seeds,
+                                                            "max_nodes": self.options.max_component + len(seeds)})
+        row = await cur.fetchone()
+        assert row is not None  # an aggregate always returns its row
+        nodes, a, b, score, reasons, summary = row
+        comp = sorted(set(nodes or ()) | set(seeds))
         if len(comp) >= self.options.max_component + len(seeds):  # the limit is on growth beyond the seeds
             log.warning("component truncated", size=len(comp), max_component=self.options.max_component)
-        cur = await conn.execute(query("links_among"), {"table": self.table, "ids": comp})
-        links = [Link(r[0], r[1], float(r[2]), r[3], r[4]) for r in await cur.fetchall()]
+        links = [Link(*x) for x in zip(a or (), b or (), map(float, score or ()), reasons or (), summary or (),
+                                       strict=True)]
         # Only linked records are clustered and flagged, so only their documents are needed (most of
         # a batch's records have no link at all).
         ends = sorted({x.a for x in links} | {x.b for x in links})

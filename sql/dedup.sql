@@ -5,9 +5,20 @@
 SELECT pg_advisory_xact_lock(28276, hashtext(%(table)s));
 
 -- name: delete_links_of
-DELETE FROM nearsync.dedup_links
-WHERE table_name = %(table)s AND (a = ANY(%(ids)b::text[]) OR b = ANY(%(ids)b::text[]))
-RETURNING a, b;
+-- Drop the links of the given records and return the records whose clusters must be rebuilt: the
+-- given ones, their former partners, and every member of the clusters any of these belonged to.
+WITH gone AS (
+    DELETE FROM nearsync.dedup_links
+    WHERE table_name = %(table)s AND (a = ANY(%(ids)b::text[]) OR b = ANY(%(ids)b::text[]))
+    RETURNING a, b
+), seeds AS (
+    SELECT unnest(%(ids)b::text[]) AS id UNION SELECT a FROM gone UNION SELECT b FROM gone
+)
+SELECT id FROM seeds
+UNION
+SELECT c2.record_id FROM nearsync.clusters c1
+JOIN nearsync.clusters c2 ON c2.table_name = c1.table_name AND c2.cluster_id = c1.cluster_id
+WHERE c1.table_name = %(table)s AND c1.record_id IN (SELECT id FROM seeds);
 
 -- name: insert_links
 INSERT INTO nearsync.dedup_links AS l (table_name, a, b, score, reasons, summary)
@@ -17,16 +28,12 @@ FROM unnest(%(a)b::text[], %(b)b::text[], %(score)b::real[], %(reasons)b::jsonb[
 ON CONFLICT (table_name, a, b) DO UPDATE SET
     score = excluded.score, reasons = excluded.reasons, summary = excluded.summary, scored_at = now();
 
--- name: cluster_mates
--- Every member of the clusters the given records belong to.
-SELECT c2.record_id FROM nearsync.clusters c1
-JOIN nearsync.clusters c2 ON c2.table_name = c1.table_name AND c2.cluster_id = c1.cluster_id
-WHERE c1.table_name = %(table)s AND c1.record_id = ANY(%(ids)b::text[]);
-
--- name: component
--- The connected component(s) of the given records over the links, at most %(max_nodes)s records.
--- Each step follows a record's links in both directions through the two indexes (a LATERAL union,
--- not an OR join, which the planner cannot drive from an index).
+-- name: component_links
+-- The connected component(s) of the given records over the links (at most %(max_nodes)s records;
+-- the given ones come first) and the links among them, in one row: ids, then the links as
+-- parallel arrays (NULL when there is none). Each step follows a record's links in both
+-- directions through the two indexes (a LATERAL union, not an OR join, which the planner cannot
+-- drive from an index).
 WITH RECURSIVE comp(id) AS (
     SELECT unnest(%(ids)b::text[])
     UNION
@@ -36,12 +43,15 @@ WITH RECURSIVE comp(id) AS (
         UNION ALL
         SELECT l.a FROM nearsync.dedup_links l WHERE l.table_name = %(table)s AND l.b = comp.id
     ) x
+), nodes AS MATERIALIZED (
+    SELECT id FROM comp LIMIT %(max_nodes)s
+), among AS (
+    SELECT l.a, l.b, l.score, l.reasons, l.summary FROM nearsync.dedup_links l
+    WHERE l.table_name = %(table)s AND l.a = ANY(ARRAY(SELECT id FROM nodes)) AND l.b = ANY(ARRAY(SELECT id FROM nodes))
 )
-SELECT id FROM comp LIMIT %(max_nodes)s;
-
--- name: links_among
-SELECT a, b, score, reasons, summary FROM nearsync.dedup_links
-WHERE table_name = %(table)s AND a = ANY(%(ids)b::text[]) AND b = ANY(%(ids)b::text[]);
+SELECT (SELECT array_agg(id) FROM nodes) AS ids, array_agg(a) AS a, array_agg(b) AS b, array_agg(score) AS score,
+       array_agg(reasons) AS reasons, array_agg(summary) AS summary
+FROM among;
 
 -- name: clear_clusters
 DELETE FROM nearsync.clusters WHERE table_name = %(table)s AND record_id = ANY(%(ids)b::text[]);
