@@ -4,7 +4,7 @@ Documents live in ``nearsync.documents`` (one row per record, tombstones for del
 candidate keys in ``nearsync.document_keys`` as signed 64-bit xxh64 hashes of
 ``table \\x1f scope \\x1f key``, so a btree lookup on the hash is blocked by table and scope at once.
 A write is one transaction: version-checked upserts/tombstones, then the keys of the records whose
-write applied. Queries are the named ones in ``sql/pg_index.sql``.
+write applied (binary COPY). Queries are the named ones in ``sql/pg_index.sql``.
 """
 
 from __future__ import annotations
@@ -199,13 +199,11 @@ class PostgresBackend:
                     await conn.execute(query("delete_keys"), {"table": table, "record_ids": changed})
                 won = [d for d, _ in ups if d.record_id in applied]
                 if won:
-                    hashes: list[int] = []
-                    owners: list[str] = []
-                    for d in won:
-                        found = key_hashes(table, d.scope, d.keys)
-                        hashes += found
-                        owners += [d.record_id] * len(found)
-                    await conn.execute(query("insert_keys"), {"table": table, "keys": hashes, "record_ids": owners})
+                    async with conn.cursor() as cur, cur.copy(query("copy_keys")) as copy:
+                        copy.set_types(["int8", "text", "text"])
+                        for d in won:
+                            for h in key_hashes(table, d.scope, d.keys):
+                                await copy.write_row((h, table, d.record_id))
                 for d, _ in ups:
                     outcomes[(table, d.record_id)] = Outcome.APPLIED if d.record_id in applied else Outcome.STALE
                 for op in dels:
