@@ -44,7 +44,7 @@ class IndexHandler:
     table: SourceTable
     builder: DocumentBuilder
     backend: IndexBackend
-    chunk_rows: int = field(default_factory=lambda: int(env_number("NEARSYNC_INDEX_CHUNK_ROWS", 500)))
+    chunk_rows: int = field(default_factory=lambda: int(env_number("NEARSYNC_INDEX_CHUNK_ROWS", 250)))
     signer: SignaturePool = field(init=False)
 
     def __post_init__(self) -> None:
