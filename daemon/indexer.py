@@ -102,7 +102,8 @@ class IndexHandler:
         """Build documents in parts of ``chunk_rows`` and write each part as soon as it is built
         (with ``deletes`` in the first write), so writing overlaps the building of later parts.
 
-        Rows whose signature cannot be computed are appended to ``result.failed``.
+        Rows whose signature cannot be computed are appended to ``result.failed`` once their part
+        is written (a part cut short by a transient error reports nothing: it is handled again).
 
         Returns:
             ``(outcomes, errors, upserted keys, partial)`` merged over the writes. ``partial`` is
@@ -121,12 +122,14 @@ class IndexHandler:
             async with contextlib.aclosing(self.signer.build_chunks(items, self.chunk_rows)) as parts:
                 async for part in parts:
                     upserts: list[IndexDocument] = []
+                    unsigned: list[tuple[Claimed, str]] = []
                     for (c, _), doc in zip(to_build[pos:pos + len(part)], part, strict=True):
                         if isinstance(doc, RecordError):
-                            result.failed.append((c, str(doc)))
+                            unsigned.append((c, str(doc)))
                         else:
                             upserts.append(doc)
                     written = await self.backend.write(upserts, pending)
+                    result.failed += unsigned  # reported with their part: a part not written reports nothing
                     pos += len(part)
                     pending = []
                     outcomes |= written.outcomes
