@@ -177,9 +177,10 @@ class SignaturePool:
         loop = asyncio.get_running_loop()
         size = max(1, chunk_rows)
         chunks = [items[i:i + size] for i in range(0, len(items), size)]
-        futures = [loop.run_in_executor(pool, self.builder.build_many, c) for c in chunks]
+        futures: list[Any] = [loop.run_in_executor(pool, self.builder.build_many, c) for c in chunks]
         try:
-            for chunk, future in zip(chunks, futures):
+            for i, chunk in enumerate(chunks):
+                future, futures[i] = futures[i], None  # a part yielded is not kept here (memory)
                 try:
                     part = await future
                 except Exception as e:  # noqa: BLE001 - the pool broke (a worker killed, no forkserver): not the rows' fault
@@ -192,8 +193,9 @@ class SignaturePool:
                     part = self.builder.build_many(chunk)
                 yield part
         finally:
-            for future in futures:
-                future.cancel()
+            for left in futures:
+                if left is not None:
+                    left.cancel()
 
     def start(self) -> None:
         """Start the worker processes now, in the background, rather than at the first large batch
