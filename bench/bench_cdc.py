@@ -67,12 +67,17 @@ def spawn(dsn: str, *args: str) -> subprocess.Popen[bytes]:
 
 
 def wait_drained(conn: psycopg.Connection, expect_docs: int, timeout: float = 900) -> float:
+    """Poll every 20 ms until the index queue is empty and ``expect_docs`` documents are live; returns
+    that time. The probe runs on the measured machine, so it is kept cheap: an EXISTS on the queue
+    each time, the document count only once the queue is empty (counting both every 20 ms cost
+    PostgreSQL ~0.6 s of CPU during a 10,000-row run, ~6 % of the 2 cores)."""
     t0 = time.time()
     while time.time() - t0 < timeout:
-        n = conn.execute("SELECT count(*) FROM nearsync.documents WHERE NOT deleted").fetchone()[0]
-        p = conn.execute("SELECT count(*) FROM nearsync.pending_changes WHERE queue = 'index'").fetchone()[0]
-        if n >= expect_docs and p == 0:
-            return time.time()
+        busy = conn.execute("SELECT EXISTS (SELECT 1 FROM nearsync.pending_changes WHERE queue = 'index')").fetchone()[0]
+        if not busy:
+            n = conn.execute("SELECT count(*) FROM nearsync.documents WHERE NOT deleted").fetchone()[0]
+            if n >= expect_docs:
+                return time.time()
         time.sleep(0.02)
     raise TimeoutError("daemon did not drain")
 

@@ -77,6 +77,8 @@ async def cmd_run(args: argparse.Namespace) -> int:
     settings = _settings(args)
     async with opened_backend(settings, wait=True) as backend:
         indexer = await when_available("database", lambda: build_indexer(settings, backend))
+        if indexer.signer is not None:
+            indexer.signer.start()  # the first large batch need not wait for the workers to start
         indexer.loop.install_signal_handlers()
         async with serving(indexer.loop, settings.require_dsn(), backend, indexer.table.name,
                            metrics_port_from(args.metrics_port)):

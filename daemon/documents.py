@@ -7,7 +7,7 @@ data cannot be signed, so that row alone goes the dead-letter way.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -153,27 +153,71 @@ class SignaturePool:
 
     async def build(self, items: list[tuple[dict[str, Any], int]]) -> list[IndexDocument | RecordError]:
         """Documents (or RecordErrors) for ``(row, version)`` items, in order."""
-        if self.workers < 2 or len(items) < self.min_parallel:
-            return self.builder.build_many(items)
-        import asyncio
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
+        out: list[IndexDocument | RecordError] = []
+        async for part in self.build_chunks(items, -(-len(items) // max(1, self.workers))):
+            out += part
+        return out
 
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("forkserver"))
+    async def build_chunks(self, items: list[tuple[dict[str, Any], int]],
+                           chunk_rows: int) -> AsyncIterator[list[IndexDocument | RecordError]]:
+        """Documents (or RecordErrors) for ``(row, version)`` items, yielded in order as consecutive
+        parts of at most ``chunk_rows`` items (one part when the batch is built inline).
+
+        Every part is handed to the workers at once and yielded as soon as it and the parts before
+        it are built, so the caller can write part N while later parts are still being built.
+        Always yields at least one part (an empty one for no items). Close it with
+        ``contextlib.aclosing`` when leaving early: parts not yet started are then cancelled.
+        """
+        if self.workers < 2 or len(items) < self.min_parallel:
+            yield self.builder.build_many(items)
+            return
+        import asyncio
+
+        pool = self._executor()
         loop = asyncio.get_running_loop()
-        size = -(-len(items) // self.workers)
+        size = max(1, chunk_rows)
         chunks = [items[i:i + size] for i in range(0, len(items), size)]
+        futures: list[Any] = [loop.run_in_executor(pool, self.builder.build_many, c) for c in chunks]
         try:
-            parts = await asyncio.gather(*(loop.run_in_executor(self._pool, self.builder.build_many, c)
-                                           for c in chunks))
-        except Exception as e:  # noqa: BLE001 - the pool broke (a worker killed, no forkserver): not the rows' fault
-            # build_many returns RecordError values for bad rows and does not raise for them, so an
-            # exception here is the pool's; build inline and start a fresh pool next time.
-            _log.warning("signature pool failed, building this batch inline", error=f"{type(e).__name__}: {e}"[:300])
-            self.close()
-            return self.builder.build_many(items)
-        return [d for part in parts for d in part]
+            for i, chunk in enumerate(chunks):
+                future, futures[i] = futures[i], None  # a part yielded is not kept here (memory)
+                try:
+                    part = await future
+                except Exception as e:  # noqa: BLE001 - the pool broke (a worker killed, no forkserver): not the rows' fault
+                    # build_many returns RecordError values for bad rows and does not raise for them, so an
+                    # exception here is the pool's; build inline and start a fresh pool next time.
+                    if self._pool is not None:
+                        _log.warning("signature pool failed, building this batch inline",
+                                     error=f"{type(e).__name__}: {e}"[:300])
+                        self.close()
+                    part = self.builder.build_many(chunk)
+                yield part
+        finally:
+            for left in futures:
+                if left is not None:
+                    left.cancel()
+
+    def start(self) -> None:
+        """Start the worker processes now, in the background, rather than at the first large batch
+        (which would otherwise wait ~1 s for them to start and import the signature code). Does
+        nothing when the pool is disabled (``workers < 2``) or already started."""
+        if self.workers < 2 or self._pool is not None:
+            return
+        pool = self._executor()
+        for _ in range(self.workers):  # one task each: the workers are started on demand
+            pool.submit(self.builder.build_many, [])
+
+    def _executor(self) -> Any:
+        """The process pool, created on first use. Its forkserver imports this module (and so the
+        signature code) once, before forking the workers."""
+        if self._pool is None:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload([__name__])
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=context)
+        return self._pool
 
     def close(self) -> None:
         """Shut the worker processes down."""

@@ -57,7 +57,7 @@ def head_revision(settings: Settings) -> str:
 
 
 def head_revision_id() -> str:
-    """The newest revision shipped with this version of nearsync (e.g. ``"0008"``), read from the
+    """The newest revision shipped with this version of nearsync (e.g. ``"0009"``), read from the
     migrations directory without a database."""
     cfg = Config()
     cfg.set_main_option("script_location", str(migrations_dir()))

@@ -18,7 +18,7 @@ from daemon.backends.base import IndexBackend, TransientIndexError
 from daemon.backends.factory import create_backend
 from daemon.config import Settings
 from daemon.dedup_config import dedup_options
-from daemon.documents import DocumentBuilder
+from daemon.documents import DocumentBuilder, SignaturePool
 from daemon.indexer import IndexHandler
 from daemon.logs import get_logger
 from daemon.loop import QueueLoop
@@ -109,6 +109,8 @@ class Indexer:
     loop: QueueLoop
     backend: IndexBackend
     table: SourceTable
+    signer: SignaturePool | None = None
+    """The handler's signature worker pool (call ``start()`` to start its processes ahead of work)."""
 
 
 async def build_indexer(settings: Settings, backend: IndexBackend) -> Indexer:
@@ -122,7 +124,7 @@ async def build_indexer(settings: Settings, backend: IndexBackend) -> Indexer:
     handler = IndexHandler(table, builder, backend)
     loop = QueueLoop(settings.require_dsn(), INDEX_QUEUE, handler, settings.daemon,
                      next_queue=DEDUP_QUEUE if dedup_enabled(settings) else None, name="nearsync.indexer")
-    return Indexer(loop, backend, table)
+    return Indexer(loop, backend, table, handler.signer)
 
 
 async def status(settings: Settings) -> dict[str, Any]:

@@ -3,19 +3,20 @@
 -- keeps their version, so a late older upsert cannot resurrect a deleted record.
 
 -- name: upsert_documents
--- The bottom-k sketch is kept apart from the signature jsonb, as a bigint[] (array literals here),
--- so that result-set dedup reads 0.5 kB inline per record instead of de-TOASTing the signature.
+-- The bottom-k sketch and the MinHash are kept apart from the signature jsonb, as bigint[] (array
+-- literals here): result-set dedup reads 0.5 kB inline per record instead of de-TOASTing the
+-- signature, and a write does not parse 128 jsonb numerics per document. NULL: not stored apart.
 INSERT INTO nearsync.documents AS d (table_name, record_id, version, deleted, scope, fields, signature, keys,
-                                     bottomk, indexed_at)
+                                     bottomk, minhash, indexed_at)
 SELECT %(table)s, u.record_id, u.version, false, u.scope, u.fields, u.signature, u.keys, u.bottomk::bigint[],
-       clock_timestamp()
+       u.minhash::bigint[], clock_timestamp()
 FROM unnest(%(record_ids)b::text[], %(versions)b::bigint[], %(scopes)b::jsonb[], %(fields)b::jsonb[],
-            %(signatures)b::jsonb[], %(keys)b::jsonb[], %(bottomks)b::text[])
-     AS u(record_id, version, scope, fields, signature, keys, bottomk)
+            %(signatures)b::jsonb[], %(keys)b::jsonb[], %(bottomks)b::text[], %(minhashes)b::text[])
+     AS u(record_id, version, scope, fields, signature, keys, bottomk, minhash)
 ON CONFLICT (table_name, record_id) DO UPDATE SET
     version = excluded.version, deleted = false, scope = excluded.scope, fields = excluded.fields,
     signature = excluded.signature, keys = excluded.keys, bottomk = excluded.bottomk,
-    indexed_at = excluded.indexed_at
+    minhash = excluded.minhash, indexed_at = excluded.indexed_at
 WHERE d.version < excluded.version
 RETURNING d.record_id;
 
@@ -25,21 +26,21 @@ SELECT %(table)s, u.record_id, u.version, true, clock_timestamp()
 FROM unnest(%(record_ids)b::text[], %(versions)b::bigint[]) AS u(record_id, version)
 ON CONFLICT (table_name, record_id) DO UPDATE SET
     version = excluded.version, deleted = true, scope = '{}', fields = NULL, signature = NULL,
-    keys = NULL, bottomk = NULL, indexed_at = excluded.indexed_at
+    keys = NULL, bottomk = NULL, minhash = NULL, indexed_at = excluded.indexed_at
 WHERE d.version < excluded.version
 RETURNING d.record_id;
 
 -- name: delete_keys
 DELETE FROM nearsync.document_keys WHERE table_name = %(table)s AND record_id = ANY(%(record_ids)b::text[]);
 
--- name: insert_keys
--- The hashed candidate keys of the documents just written, as two parallel arrays (one statement
--- with binary array parameters: no per-row round trip or per-row client call).
-INSERT INTO nearsync.document_keys (key, table_name, record_id)
-SELECT u.key, %(table)s, u.record_id FROM unnest(%(keys)b::bigint[], %(record_ids)b::text[]) AS u(key, record_id);
+-- name: copy_keys
+-- The hashed candidate keys of the documents just written, streamed as binary COPY rows
+-- (key int8, table_name text, record_id text): ~33 rows per document, and COPY skips the
+-- executor's unnest/INSERT ... SELECT work (10,000 documents: ~1.6 s -> ~1.1 s of key writing).
+COPY nearsync.document_keys (key, table_name, record_id) FROM STDIN (FORMAT BINARY);
 
 -- name: get_documents
-SELECT record_id, version, scope, fields, signature, keys, bottomk FROM nearsync.documents
+SELECT record_id, version, scope, fields, signature, keys, bottomk, minhash FROM nearsync.documents
 WHERE table_name = %(table)s AND record_id = ANY(%(record_ids)b::text[]) AND NOT deleted;
 
 -- name: get_versions
@@ -67,7 +68,7 @@ WITH hits AS (
     ORDER BY matched DESC, k.record_id
     LIMIT %(limit)s
 )
-SELECT d.record_id, d.version, d.scope, d.fields, d.signature, d.keys, d.bottomk, hits.matched
+SELECT d.record_id, d.version, d.scope, d.fields, d.signature, d.keys, d.bottomk, d.minhash, hits.matched
 FROM hits JOIN nearsync.documents d ON d.table_name = %(table)s AND d.record_id = hits.record_id
 WHERE NOT d.deleted
 ORDER BY hits.matched DESC, d.record_id;

@@ -148,6 +148,46 @@ async def test_change_made_while_its_batch_is_processed_is_not_lost(settings: Se
     assert await pending(settings.dsn) == 0
 
 
+class FailSecondWrite:
+    """Backend wrapper counting writes (and their sizes); the second write raises a transient error once."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.sizes = inner, []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def write(self, upserts: Any, deletes: Any) -> Any:
+        from daemon.backends.base import TransientIndexError
+
+        self.sizes.append(len(upserts) + len(deletes))
+        if len(self.sizes) == 2:
+            raise TransientIndexError("index went away for a moment")
+        return await self.inner.write(upserts, deletes)
+
+
+@pytest.mark.parametrize("backend_name", ["postgres"], indirect=True)
+async def test_large_batch_is_written_in_parts_and_a_failed_part_is_retried(
+        settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch larger than the signature pool's threshold is built and written in parts of
+    NEARSYNC_INDEX_CHUNK_ROWS rows. When a part fails transiently after an earlier part was written,
+    the written part is acknowledged (and put on the dedup queue), the rest is claimed again and
+    written, and no record is lost, failed or left off the dedup queue."""
+    from tests.conftest import with_dedup
+
+    monkeypatch.setenv("NEARSYNC_INDEX_CHUNK_ROWS", "100")
+    s = with_dedup(with_daemon(settings, batch_size=400))
+    await insert_ads(settings.dsn, 300)
+    wrapper: list[FailSecondWrite] = []
+    async with running_indexer(s, wrap_backend=lambda b: wrapper.append(FailSecondWrite(b)) or wrapper[0]) as d:
+        await wait_until(lambda: in_sync(settings), timeout=60)
+        await wait_until(lambda: _zero(pending(settings.dsn)))
+    # parts of 100; the second failed; the 200 rows left are claimed again (one part: below the pool's threshold)
+    assert wrapper[0].sizes == [100, 100, 200]
+    assert d.loop.totals["acked"] == 300 and d.loop.totals["failed"] == 0 and d.loop.totals["indexed"] == 300
+    assert await pending(settings.dsn, "dedup") == 300
+
+
 async def test_poison_row_goes_to_dead_letters_and_the_rest_is_indexed(settings: Settings) -> None:
     async with await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True) as c:
         await c.execute("ALTER TABLE ads ALTER COLUMN price TYPE text")

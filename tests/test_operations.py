@@ -222,6 +222,38 @@ async def test_change_log_migration_keeps_pending_changes_both_ways(fresh_db: st
     assert (await index_state(s))[ids[0]]["title"] == "edited"
 
 
+async def test_minhash_column_migration_keeps_minhashes_both_ways(fresh_db: str) -> None:
+    """Migration 0009 moved the MinHash into documents.minhash; its downgrade folds it back into
+    the signatures, and documents read the same on either side."""
+    from daemon.backends.base import IndexDocument
+    from daemon.backends.postgres import PostgresBackend
+
+    s = make_settings(fresh_db)
+    upgrade(s)
+    doc = IndexDocument("public.ads", "1", 5, {"title": "red bike"}, {}, ["b0:aa"],
+                        {"v": 2, "bottomk": [7], "minhash": [1, 2**61 - 1]})
+    be = PostgresBackend(s.require_dsn())
+    await be.open()
+    try:
+        await be.write([doc], [])
+        downgrade(s, "0008")
+        with psycopg.connect(fresh_db, autocommit=True) as c:
+            assert c.execute("SELECT signature->'minhash' FROM nearsync.documents").fetchone() == ([1, 2**61 - 1],)
+            assert c.execute("SELECT count(*) FROM information_schema.columns WHERE table_schema = 'nearsync' "
+                             "AND table_name = 'documents' AND column_name = 'minhash'").fetchone() == (0,)
+        upgrade(s)
+        await be.close()
+        be = PostgresBackend(s.require_dsn())  # fresh connections: the column is back, empty for this row
+        await be.open()
+        assert (await be.get("public.ads", ["1"]))["1"].signature == doc.signature
+        await be.write([IndexDocument("public.ads", "1", 6, doc.fields, doc.scope, doc.keys, doc.signature)], [])
+        with psycopg.connect(fresh_db, autocommit=True) as c:
+            assert c.execute("SELECT minhash, signature ? 'minhash' FROM nearsync.documents").fetchone() == \
+                ([1, 2**61 - 1], False)
+    finally:
+        await be.close()
+
+
 def test_cli_fails_fast_with_clear_errors(fresh_db: str, pg_server: object, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["status", "--dsn", "postgresql://nobody:secret@127.0.0.1:1/x"]) == 4
     err = capsys.readouterr().err

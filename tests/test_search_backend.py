@@ -153,6 +153,31 @@ async def test_postgres_keeps_the_sketch_apart_and_reads_older_rows(backend_name
     assert (await backend.get(T, ["a"]))["a"].signature == d.signature
 
 
+async def test_postgres_keeps_the_minhash_apart_and_reads_older_rows(backend_name: str, backend: IndexBackend,
+                                                                      fresh_db: str) -> None:
+    """PostgreSQL stores the MinHash in its own column (migration 0009); a row written before it
+    (MinHash inside the signature) reads the same, and a MinHash that is not a list of int64 stays in
+    the signature as it was given."""
+    if backend_name != "postgres":
+        pytest.skip("postgres layout")
+    d, odd = doc("a", 7, ["b1:aa"]), doc("b", 7, ["b1:aa"])
+    d.signature["minhash"] = [0, 2**61 - 1, -(2**63), 2**63 - 1]
+    odd.signature["minhash"] = [1, 2**64]
+    await backend.write([d, odd], [])
+    async with await psycopg.AsyncConnection.connect(fresh_db, autocommit=True) as c:
+        rows = await (await c.execute("SELECT record_id, minhash, signature ? 'minhash' FROM nearsync.documents "
+                                      "ORDER BY record_id")).fetchall()
+        assert rows == [("a", [0, 2**61 - 1, -(2**63), 2**63 - 1], False), ("b", None, True)]
+    got = await backend.get(T, ["a", "b"])
+    assert got["a"].signature == d.signature and got["b"].signature == odd.signature
+    cands = await backend.candidates(T, ["b1:aa"], {}, exclude_id="b")
+    assert [c.document.signature for c in cands] == [d.signature]
+    async with await psycopg.AsyncConnection.connect(fresh_db, autocommit=True) as c:
+        await c.execute("UPDATE nearsync.documents SET signature = signature || "
+                        "jsonb_build_object('minhash', to_jsonb(minhash)), minhash = NULL WHERE minhash IS NOT NULL")
+    assert (await backend.get(T, ["a"]))["a"].signature == d.signature
+
+
 async def test_stale_version_keeps_newer(backend: IndexBackend) -> None:
     assert (await backend.write([doc("1", 10, ["b1:x"], title="new")], [])).outcomes[(T, "1")] is Outcome.APPLIED
     res = await backend.write([doc("1", 5, ["b1:x"], title="old")], [])

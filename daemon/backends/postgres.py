@@ -4,7 +4,7 @@ Documents live in ``nearsync.documents`` (one row per record, tombstones for del
 candidate keys in ``nearsync.document_keys`` as signed 64-bit xxh64 hashes of
 ``table \\x1f scope \\x1f key``, so a btree lookup on the hash is blocked by table and scope at once.
 A write is one transaction: version-checked upserts/tombstones, then the keys of the records whose
-write applied. Queries are the named ones in ``sql/pg_index.sql``.
+write applied (binary COPY). Queries are the named ones in ``sql/pg_index.sql``.
 """
 
 from __future__ import annotations
@@ -60,6 +60,38 @@ def _dumps(v: Any) -> str:
     return json.dumps(v, allow_nan=False, separators=(",", ":"))
 
 
+_ARRAY_COLUMNS = ("bottomk", "minhash")
+"""Signature lists stored in ``bigint[]`` columns of their own (migrations 0007 and 0009) rather
+than in the signature jsonb."""
+
+_Row = tuple[str, str, str, str, "str | None", "str | None"]
+"""A document as ``upsert_documents`` takes it: scope, fields, signature and keys as JSON text, then
+the bottom-k and MinHash array literals (``None``: not stored apart)."""
+
+
+def _int64_literal(values: Any) -> str | None:
+    """``values`` as a PostgreSQL ``bigint[]`` literal (``"{1,2}"``), or ``None`` when it is not a
+    list or tuple of signed 64-bit ints (such a value stays in the signature jsonb)."""
+    if not isinstance(values, (list, tuple)) or not all(type(v) is int for v in values):
+        return None
+    if values and not (-(1 << 63) <= min(values) and max(values) < 1 << 63):
+        return None
+    return "{" + ",".join(map(str, values)) + "}"
+
+
+def _split_arrays(signature: Mapping[str, Any]) -> tuple[dict[str, Any], str | None, str | None]:
+    """``(signature without the lists stored apart, bottom-k literal, MinHash literal)``: each list of
+    :data:`_ARRAY_COLUMNS` that :func:`_int64_literal` can render leaves the jsonb for its column."""
+    sig = dict(signature)
+    literals = []
+    for name in _ARRAY_COLUMNS:
+        lit = _int64_literal(sig[name]) if name in sig else None
+        if lit is not None:
+            del sig[name]
+        literals.append(lit)
+    return sig, literals[0], literals[1]
+
+
 async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
     """Per pooled connection: parse ``jsonb`` documents with orjson (several times faster than the
     standard library on signature-sized documents; the dedup worker reads thousands per batch)."""
@@ -101,15 +133,11 @@ class PostgresBackend:
         """
         outcomes: dict[tuple[str, str], Outcome] = {}
         errors: dict[tuple[str, str], str] = {}
-        good: list[tuple[IndexDocument, tuple[str, str, str, str, str | None]]] = []
+        good: list[tuple[IndexDocument, _Row]] = []
         for d in upserts:
             try:
-                sig = d.signature
-                bottomk = None
-                if "bottomk" in sig:
-                    bottomk = "{" + ",".join(str(int(v)) for v in sig["bottomk"] or ()) + "}"
-                    sig = {k: v for k, v in sig.items() if k != "bottomk"}
-                good.append((d, (_dumps(d.scope), _dumps(d.fields), _dumps(sig), _dumps(d.keys), bottomk)))
+                sig, bottomk, minhash = _split_arrays(d.signature)
+                good.append((d, (_dumps(d.scope), _dumps(d.fields), _dumps(sig), _dumps(d.keys), bottomk, minhash)))
             except (TypeError, ValueError) as e:
                 outcomes[(d.table, d.record_id)] = Outcome.FAILED
                 errors[(d.table, d.record_id)] = f"document not serialisable: {e}"
@@ -136,7 +164,7 @@ class PostgresBackend:
                     raise TransientIndexError(f"postgres index unreachable: {e}") from e
         return WriteResult(outcomes, errors)
 
-    async def _write_batch(self, upserts: Sequence[tuple[IndexDocument, tuple[str, str, str, str, str | None]]],
+    async def _write_batch(self, upserts: Sequence[tuple[IndexDocument, _Row]],
                            deletes: Sequence[DeleteOp]) -> dict[tuple[str, str], Outcome]:
         outcomes: dict[tuple[str, str], Outcome] = {}
         by_table: dict[str, tuple[list[Any], list[DeleteOp]]] = {}
@@ -157,6 +185,7 @@ class PostgresBackend:
                         "signatures": [j[2] for _, j in ups],
                         "keys": [j[3] for _, j in ups],
                         "bottomks": [j[4] for _, j in ups],
+                        "minhashes": [j[5] for _, j in ups],
                     })
                     applied = {r[0] for r in await cur.fetchall()}
                 deleted: set[str] = set()
@@ -170,13 +199,11 @@ class PostgresBackend:
                     await conn.execute(query("delete_keys"), {"table": table, "record_ids": changed})
                 won = [d for d, _ in ups if d.record_id in applied]
                 if won:
-                    hashes: list[int] = []
-                    owners: list[str] = []
-                    for d in won:
-                        found = key_hashes(table, d.scope, d.keys)
-                        hashes += found
-                        owners += [d.record_id] * len(found)
-                    await conn.execute(query("insert_keys"), {"table": table, "keys": hashes, "record_ids": owners})
+                    async with conn.cursor() as cur, cur.copy(query("copy_keys")) as copy:
+                        copy.set_types(["int8", "text", "text"])
+                        for d in won:
+                            for h in key_hashes(table, d.scope, d.keys):
+                                await copy.write_row((h, table, d.record_id))
                 for d, _ in ups:
                     outcomes[(table, d.record_id)] = Outcome.APPLIED if d.record_id in applied else Outcome.STALE
                 for op in dels:
@@ -186,8 +213,9 @@ class PostgresBackend:
     @staticmethod
     def _doc(table: str, r: Mapping[str, Any]) -> IndexDocument:
         signature = r["signature"] or {}
-        if r.get("bottomk") is not None:  # stored apart (see upsert_documents); the document carries it
-            signature["bottomk"] = list(r["bottomk"])
+        for name in _ARRAY_COLUMNS:  # stored apart (see upsert_documents); the document carries them
+            if r.get(name) is not None:
+                signature[name] = list(r[name])
         return IndexDocument(table=table, record_id=r["record_id"], version=r["version"], fields=r["fields"] or {},
                              scope=r["scope"] or {}, keys=r["keys"] or [], signature=signature)
 
