@@ -30,6 +30,7 @@ from daemon.backends.base import (
     WriteResult,
 )
 from daemon.logs import get_logger
+from daemon.pgpool import IdleCheck
 from daemon.queries import query
 
 log = get_logger("nearsync.backend.postgres")
@@ -110,9 +111,10 @@ class PostgresBackend:
     name = "postgres"
 
     def __init__(self, dsn: str, *, pool_size: int = 4, connect_timeout_s: float = 10.0) -> None:
+        idle_check = IdleCheck()  # ping on borrow only after 1 s idle (a round trip per borrow otherwise)
         self._pool = AsyncConnectionPool(dsn, min_size=1, max_size=pool_size, open=False,
                                          timeout=connect_timeout_s, kwargs={"autocommit": True},
-                                         check=AsyncConnectionPool.check_connection, configure=_configure)
+                                         check=idle_check.check, reset=idle_check.reset, configure=_configure)
 
     async def open(self) -> None:
         """Open the connection pool (tables are created by migration 0001)."""
