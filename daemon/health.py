@@ -32,6 +32,7 @@ from daemon.backends.base import IndexBackend
 from daemon.logs import get_logger
 from daemon.loop import QueueLoop, env_number
 from daemon.metrics import LoopMetrics
+from daemon.queries import query
 
 log = get_logger("nearsync.health")
 
@@ -104,13 +105,24 @@ class HealthServer:
             await self._runner.cleanup()
             self._runner = None
 
-    async def _refresh(self) -> dict[str, Any]:
-        """Re-read the database gauges (at most once a second); raises on database errors."""
-        if self._last and time.monotonic() - self.metrics.refreshed_at < 1.0:
+    async def _refresh(self, *, reach: bool = False) -> dict[str, Any]:
+        """Re-read the database gauges (at most once a second) and return them.
+
+        Args:
+            reach: also when the gauges are fresh, connect and ping the database, so that the answer
+                says whether it is reachable now (readiness), not a second ago.
+        Raises:
+            psycopg.Error: the database is unreachable or the query failed.
+        """
+        fresh = bool(self._last) and time.monotonic() - self.metrics.refreshed_at < 1.0
+        if fresh and not reach:
             return self._last
         async with await psycopg.AsyncConnection.connect(self.dsn, autocommit=True,
                                                          connect_timeout=max(1, int(self.timeout_s))) as conn:
-            self._last = await self.metrics.refresh(conn)
+            if fresh:
+                await conn.execute(query("ping"))
+            else:
+                self._last = await self.metrics.refresh(conn)
         return self._last
 
     def healthy(self) -> tuple[bool, dict[str, Any]]:
@@ -122,7 +134,7 @@ class HealthServer:
         """Readiness: ``(ok, details)`` with one entry per check (database, index, lag, loop)."""
         checks: dict[str, Any] = {"loop": self.loop.ready.is_set()}
         try:
-            figures = await asyncio.wait_for(self._refresh(), self.timeout_s)
+            figures = await asyncio.wait_for(self._refresh(reach=True), self.timeout_s)
             checks["database"] = True
             lag = float(figures["queues"].get(self.loop.queue_name, {}).get("oldest_age_s", 0.0))
             checks["lag_s"] = round(lag, 3)
