@@ -36,12 +36,12 @@ Prints a JSON report (changes applied, faults per kind, lost changes, duplicate 
 flags differing from the clean rerun, recovery p50/max per kind, throughput) and exits 1 if a
 change was lost, a record was flagged twice, or a poison record was not dead-lettered.
 
-Known limitation (dedup engine, not the pipeline): the flags can differ from the clean rerun for a
-few records (``flags_*_vs_clean``), and now and then a flag is left on or pointing at a record that
-is no longer live (``stale_flags``), even with no fault injected, when records linked to each other
-change while being scored (two workers, or a daemon indexing a partner between a record's candidate
-lookup and its commit). These figures are reported (with examples), not asserted, until the dedup
-worker checks document versions under its lock.
+Flags compared with the clean rerun (``flags_*_vs_clean``, reported with examples, not asserted) can
+differ for a few records by design of the capped candidate lookup: a pair linked while the table
+was smaller may fall outside the top ``candidate_cap`` candidates of a one-shot run over the final
+table. ``stale_flags`` (a flag on, or pointing at, a record no longer live) is reported too; the
+last one seen came from a stale index write that was not handed to the dedup worker (a daemon that
+wrote a change and lost its acknowledgement), fixed since.
 """
 
 from __future__ import annotations

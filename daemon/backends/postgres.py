@@ -224,7 +224,7 @@ class PostgresBackend:
     async def get(self, table: str, record_ids: Sequence[str]) -> dict[str, IndexDocument]:
         """Live documents by id. Raises TransientIndexError when unreachable."""
         try:
-            async with self._pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            async with self._pool.connection() as conn, conn.cursor(row_factory=dict_row, binary=True) as cur:
                 await cur.execute(query("get_documents"), {"table": table, "record_ids": list(record_ids)})
                 return {r["record_id"]: self._doc(table, r) for r in await cur.fetchall()}
         except _TRANSIENT as e:
@@ -256,7 +256,7 @@ class PostgresBackend:
         if not hashes:
             return []
         try:
-            async with self._pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            async with self._pool.connection() as conn, conn.cursor(row_factory=dict_row, binary=True) as cur:
                 await cur.execute(query("candidates"), {"table": table, "keys": hashes, "min_match": min_match,
                                                         "limit": limit, "exclude_id": exclude_id})
                 return [Candidate(r["record_id"], r["matched"], self._doc(table, r)) for r in await cur.fetchall()]
@@ -283,7 +283,7 @@ class PostgresBackend:
                     "table": table, "qids": qids, "keys": hashes, "min_match": min_match, "limit": limit,
                     "exclude_ids": [q.exclude_id for q in queries]})
                 rows = await cur.fetchall()
-                async with conn.cursor(row_factory=dict_row) as dcur:
+                async with conn.cursor(row_factory=dict_row, binary=True) as dcur:
                     await dcur.execute(query("get_documents"), {"table": table,
                                                                 "record_ids": sorted({r[1] for r in rows})})
                     docs = {r["record_id"]: self._doc(table, r) for r in await dcur.fetchall()}
