@@ -314,7 +314,10 @@ class DedupHandler:
                     "score": [x.score for x in new_links], "reasons": [json.dumps(x.reasons) for x in new_links],
                     "summary": [x.summary for x in new_links]})
                 seeds |= {x.a for x in new_links} | {x.b for x in new_links}
-            result.counts["flags"] = await self._recluster(conn, sorted(seeds), current)
+            # The batch's links were all replaced above, so a batch record without a new link has no
+            # link at all: its component is itself, no need to walk the link graph from it.
+            unlinked = set(ids) - {x.a for x in new_links} - {x.b for x in new_links}
+            result.counts["flags"] = await self._recluster(conn, sorted(seeds), current, unlinked)
         result.counts["links"] = len(new_links)
         result.counts["pairs"] = self.pairs_scored - before
         result.counts["capped"] = self.cap_hits - caps_before  # records whose candidate list hit the cap
@@ -424,20 +427,24 @@ class DedupHandler:
         return link
 
     async def _recluster(self, conn: psycopg.AsyncConnection[Any], seeds: list[str],
-                         known: dict[str, IndexDocument]) -> int:
+                         known: dict[str, IndexDocument], unlinked: set[str] | frozenset[str] = frozenset()) -> int:
         """Recompute clusters and flags of the components around ``seeds``; returns flags written.
 
         ``known``: documents already read under the same lock (their ids that are absent from it are
-        fetched; an id in ``known`` whose record is gone is simply missing from it)."""
+        fetched; an id in ``known`` whose record is gone is simply missing from it). ``unlinked``:
+        seeds known to have no link (singleton components: their clusters and flags are cleared
+        without walking the link graph from them)."""
         cfg = self.options.scoring
-        cur = await conn.execute(query("component_links"), {"table": self.table, "ids": seeds,
-                                                            "max_nodes": self.options.max_component + len(seeds)})
+        start = [x for x in seeds if x not in unlinked]
+        max_nodes = self.options.max_component + len(start)
+        cur = await conn.execute(query("component_links"), {"table": self.table, "ids": start,
+                                                            "max_nodes": max_nodes})
         row = await cur.fetchone()
         assert row is not None  # an aggregate always returns its row
         nodes, a, b, score, reasons, summary = row
         comp = sorted(set(nodes or ()) | set(seeds))
-        if len(comp) >= self.options.max_component + len(seeds):  # the limit is on growth beyond the seeds
-            log.warning("component truncated", size=len(comp), max_component=self.options.max_component)
+        if len(nodes or ()) >= max_nodes:  # the limit is on growth beyond the start
+            log.warning("component truncated", size=len(nodes), max_component=self.options.max_component)
         links = [Link(*x) for x in zip(a or (), b or (), map(float, score or ()), reasons or (), summary or (),
                                        strict=True)]
         # Only linked records are clustered and flagged, so only their documents are needed (most of

@@ -42,7 +42,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential
 from daemon.backends.base import TransientIndexError
 from daemon.config import DaemonSettings
 from daemon.logs import get_logger
-from daemon.pgpool import IdleCheck
+from daemon.pgpool import IdleCheck, configure_session
 from daemon.queries import query
 from daemon.tracking import Claimed, Queue, enqueue, hold_worker_lock, register_worker
 
@@ -163,7 +163,8 @@ class QueueLoop:
         self.observer: LoopObserver | None = None
         idle_check = IdleCheck()
         self._pool = AsyncConnectionPool(dsn, min_size=1, max_size=2, open=False, timeout=10,
-                                         kwargs={"autocommit": True}, check=idle_check.check, reset=idle_check.reset)
+                                         kwargs={"autocommit": True}, check=idle_check.check, reset=idle_check.reset,
+                                         configure=configure_session)
         self._notifier = sdnotify.SystemdNotifier()
 
     # -- lifecycle -------------------------------------------------------------------------------

@@ -229,6 +229,12 @@ LISTEN {channel};
 -- name: ping
 SELECT 1;
 
+-- name: session_settings
+-- Every pooled connection of nearsync: no JIT compilation. Our statements are short, but the
+-- planner's row estimate for a recursive CTE (the dedup worker's component walk) is in the
+-- millions, which made PostgreSQL JIT-compile it: ~180 ms of compilation for ~20 ms of work.
+SET jit = off;
+
 -- name: enqueue_fresh
 -- Put records on a queue with a fresh sequence (repair: missing, orphaned or drifted documents).
 INSERT INTO nearsync.index_tracking AS t (queue, table_name, record_id, op, seq, changed_at)

@@ -35,6 +35,7 @@ from daemon.backends.base import TransientIndexError
 from daemon.config import Settings
 from daemon.dedup_config import dedup_options
 from daemon.logs import get_logger
+from daemon.pgpool import configure_session
 from daemon.service import opened_backend
 from daemon.signatures import SignatureParams
 
@@ -266,7 +267,7 @@ def create_app(settings: Settings, options: ApiOptions | None = None) -> Starlet
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with opened_backend(settings) as backend:
             pool = AsyncConnectionPool(settings.require_dsn(), min_size=1, max_size=4, open=False,
-                                       kwargs={"autocommit": True})
+                                       kwargs={"autocommit": True}, configure=configure_session)
             await pool.open()
             st.pool = pool
             st.checker = Checker(st.table, st.roles, st.params, st.dedup, backend, st.options.max_matches,

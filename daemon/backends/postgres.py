@@ -30,7 +30,7 @@ from daemon.backends.base import (
     WriteResult,
 )
 from daemon.logs import get_logger
-from daemon.pgpool import IdleCheck
+from daemon.pgpool import IdleCheck, configure_session
 from daemon.queries import query
 
 log = get_logger("nearsync.backend.postgres")
@@ -95,8 +95,10 @@ def _split_arrays(signature: Mapping[str, Any]) -> tuple[dict[str, Any], str | N
 
 async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
     """Per pooled connection: parse ``jsonb`` documents with orjson (several times faster than the
-    standard library on signature-sized documents; the dedup worker reads thousands per batch)."""
+    standard library on signature-sized documents; the dedup worker reads thousands per batch), and
+    the session settings of every nearsync pool (:func:`daemon.pgpool.configure_session`)."""
     set_json_loads(orjson.loads, conn)
+    await configure_session(conn)
 
 
 class PostgresBackend:
