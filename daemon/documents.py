@@ -7,6 +7,9 @@ data cannot be signed, so that row alone goes the dead-letter way.
 from __future__ import annotations
 
 import math
+import os
+import threading
+import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -131,6 +134,27 @@ class DocumentBuilder:
         return out
 
 
+def exit_with_parent(parent_pid: int, interval_s: float = 1.0) -> None:
+    """Worker initializer of :class:`SignaturePool`: a daemon thread that ends this worker process
+    (``os._exit(0)``) once process ``parent_pid`` is gone, checked every ``interval_s`` seconds.
+
+    Pool workers started through the forkserver are not the daemon's children and keep their task
+    queue's write end, so a daemon killed with ``kill -9`` would otherwise leave them (and the
+    forkserver, which waits for them) running for ever outside a systemd control group.
+    """
+    def watch() -> None:
+        while True:
+            time.sleep(interval_s)
+            try:
+                os.kill(parent_pid, 0)
+            except ProcessLookupError:
+                os._exit(0)
+            except PermissionError:  # alive, owned by another user (pid reused): keep waiting
+                pass
+
+    threading.Thread(target=watch, name="nearsync-exit-with-parent", daemon=True).start()
+
+
 class SignaturePool:
     """Builds documents for large batches in worker processes (signatures are CPU-bound).
 
@@ -144,8 +168,6 @@ class SignaturePool:
     """
 
     def __init__(self, builder: DocumentBuilder, *, workers: int | None = None, min_parallel: int = 256) -> None:
-        import os
-
         self.builder = builder
         self.workers = min(4, os.cpu_count() or 1) if workers is None else workers
         self.min_parallel = min_parallel
@@ -216,7 +238,8 @@ class SignaturePool:
 
             context = multiprocessing.get_context("forkserver")
             context.set_forkserver_preload([__name__])
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=context)
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=exit_with_parent,
+                                             initargs=(os.getpid(),))
         return self._pool
 
     def close(self) -> None:

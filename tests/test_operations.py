@@ -52,8 +52,11 @@ async def test_kill9_mid_batch_then_restart_loses_nothing(settings: Settings, tm
     proc = spawn_daemon(settings, "--batch-size", "500", log=log)
     try:
         await wait_until(lambda: _between(indexed_count(settings), 1, 19_000), timeout=60, interval=0.02)
+        pool = _descendants(proc.pid)  # the signature pool: its forkserver and the worker processes
     finally:
         kill9(proc)
+    assert len(pool) >= 2
+    await wait_until(lambda: _all_gone(pool), timeout=15, interval=0.2)  # not left running without the daemon
     assert await pending(settings.dsn) > 0  # killed mid-stream: work was left
     async with await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True) as c:
         await c.execute("UPDATE ads SET title = 'changed after the kill' WHERE id <= 10")
@@ -66,6 +69,36 @@ async def test_kill9_mid_batch_then_restart_loses_nothing(settings: Settings, tm
         assert proc.wait(30) == 0  # SIGTERM: finish the batch in hand and exit 0
     assert len(await index_state(settings)) == 19_990
     assert await pending(settings.dsn) == 0
+
+
+def _descendants(pid: int) -> set[int]:
+    """Pids of every live descendant of ``pid`` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out: set[int] = set()
+    todo = list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        out.add(p)
+        todo += children.get(p, [])
+    return out
+
+
+async def _all_gone(pids: set[int]) -> bool:
+    return not any(Path(f"/proc/{p}").exists() and "Z" not in _state(p) for p in pids)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "Z"
 
 
 async def _between(aw: object, lo: int, hi: int) -> bool:
