@@ -49,20 +49,29 @@ def peak_rss_mb(pid: int) -> float:
     return int(m.group(1)) / 1024 if m else 0.0
 
 
-def tree_rss_mb(pid: int) -> float:
-    """Current resident set (``VmRSS``) of ``pid`` and all its descendants (the signature process
-    pool, its forkserver) in MB, from ``/proc``; sampled, so a short peak between samples is missed."""
+def descendants(pid: int) -> set[int]:
+    """Pids of every live descendant of ``pid`` (children, their children, ...), from ``/proc``."""
     children: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
+        except (OSError, IndexError):
             continue
         children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    total, todo = 0.0, [pid]
+    out: set[int] = set()
+    todo = list(children.get(pid, []))
     while todo:
         p = todo.pop()
+        out.add(p)
         todo += children.get(p, [])
+    return out
+
+
+def tree_rss_mb(pid: int) -> float:
+    """Current resident set (``VmRSS``) of ``pid`` and all its descendants (the signature process
+    pool, its forkserver) in MB, from ``/proc``; sampled, so a short peak between samples is missed."""
+    total = 0.0
+    for p in {pid} | descendants(pid):
         try:
             m = re.search(r"^VmRSS:\s+(\d+)\s+kB", Path(f"/proc/{p}/status").read_text(), re.M)
         except OSError:

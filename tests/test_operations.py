@@ -12,6 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from bench.bench_backpressure import descendants
 from daemon.cli import main
 from daemon.config import Settings
 from daemon.migrate import current_revision, downgrade, head_revision, upgrade
@@ -52,7 +53,7 @@ async def test_kill9_mid_batch_then_restart_loses_nothing(settings: Settings, tm
     proc = spawn_daemon(settings, "--batch-size", "500", log=log)
     try:
         await wait_until(lambda: _between(indexed_count(settings), 1, 19_000), timeout=60, interval=0.02)
-        pool = _descendants(proc.pid)  # the signature pool: its forkserver and the worker processes
+        pool = descendants(proc.pid)  # the signature pool: its forkserver and the worker processes
     finally:
         kill9(proc)
     assert len(pool) >= 2
@@ -69,25 +70,6 @@ async def test_kill9_mid_batch_then_restart_loses_nothing(settings: Settings, tm
         assert proc.wait(30) == 0  # SIGTERM: finish the batch in hand and exit 0
     assert len(await index_state(settings)) == 19_990
     assert await pending(settings.dsn) == 0
-
-
-def _descendants(pid: int) -> set[int]:
-    """Pids of every live descendant of ``pid`` (from /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    out: set[int] = set()
-    todo = list(children.get(pid, []))
-    while todo:
-        p = todo.pop()
-        out.add(p)
-        todo += children.get(p, [])
-    return out
 
 
 async def _all_gone(pids: set[int]) -> bool:
