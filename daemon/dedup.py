@@ -308,16 +308,15 @@ class DedupHandler:
             new_links = await self._drop_dismissed(conn, new_links, current)
             cur = await conn.execute(query("delete_links_of"), {"table": self.table, "ids": ids})
             seeds = {r[0] for r in await cur.fetchall()}  # the batch, former partners, their cluster mates
+            linked = {x.a for x in new_links} | {x.b for x in new_links}
             if new_links:
                 await conn.execute(query("insert_links"), {
                     "table": self.table, "a": [x.a for x in new_links], "b": [x.b for x in new_links],
                     "score": [x.score for x in new_links], "reasons": [json.dumps(x.reasons) for x in new_links],
                     "summary": [x.summary for x in new_links]})
-                seeds |= {x.a for x in new_links} | {x.b for x in new_links}
             # The batch's links were all replaced above, so a batch record without a new link has no
             # link at all: its component is itself, no need to walk the link graph from it.
-            unlinked = set(ids) - {x.a for x in new_links} - {x.b for x in new_links}
-            result.counts["flags"] = await self._recluster(conn, sorted(seeds), current, unlinked)
+            result.counts["flags"] = await self._recluster(conn, sorted(seeds | linked), current, set(ids) - linked)
         result.counts["links"] = len(new_links)
         result.counts["pairs"] = self.pairs_scored - before
         result.counts["capped"] = self.cap_hits - caps_before  # records whose candidate list hit the cap

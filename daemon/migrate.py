@@ -59,9 +59,7 @@ def head_revision(settings: Settings) -> str:
 def head_revision_id() -> str:
     """The newest revision shipped with this version of nearsync (e.g. ``"0009"``), read from the
     migrations directory without a database."""
-    cfg = Config()
-    cfg.set_main_option("script_location", str(migrations_dir()))
-    head = ScriptDirectory.from_config(cfg).get_current_head()
+    head = ScriptDirectory(str(migrations_dir())).get_current_head()
     assert head is not None
     return head
 
