@@ -4,10 +4,13 @@ process, reindex (resumable, with live writes), verify/repair, migrations, statu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -17,8 +20,8 @@ from daemon.cli import main
 from daemon.config import Settings
 from daemon.migrate import current_revision, downgrade, head_revision, upgrade
 from daemon.reindex import reindex, verify
-from daemon.tables import SchemaError, inspect_source
 from daemon.service import opened_backend, status
+from daemon.tables import SchemaError, inspect_source
 from tests.conftest import (
     REPO,
     index_state,
@@ -176,33 +179,44 @@ def test_migrations_are_idempotent_and_reversible(fresh_db: str) -> None:
     assert upgrade(s)["to"] == head_revision(s)
 
 
-async def test_sketch_column_migration_keeps_sketches_both_ways(fresh_db: str) -> None:
-    """Migration 0007 moved the bottom-k sketch into documents.bottomk; its downgrade folds the
-    sketches back into the signatures, and documents read the same on either side."""
-    from daemon.backends.base import IndexDocument
+@contextlib.asynccontextmanager
+async def _column_round_trip(fresh_db: str, doc: Any, column: str, down_to: str) -> AsyncIterator[Any]:
+    """Write ``doc`` through the PostgreSQL backend, downgrade to ``down_to`` (the list stored in
+    ``documents.<column>`` folds back into the signature jsonb, the column goes), upgrade again, and
+    yield a freshly opened backend that reads ``doc`` back unchanged."""
     from daemon.backends.postgres import PostgresBackend
 
     s = make_settings(fresh_db)
     upgrade(s)
-    doc = IndexDocument("public.ads", "1", 5, {"title": "red bike"}, {}, ["b0:aa"],
-                        {"v": 2, "bottomk": [7, 9, 2**62], "minhash": [1, 2]})
     be = PostgresBackend(s.require_dsn())
     await be.open()
     try:
         await be.write([doc], [])
-        downgrade(s, "0006")
+        downgrade(s, down_to)
         with psycopg.connect(fresh_db, autocommit=True) as c:
-            assert c.execute("SELECT signature->'bottomk' FROM nearsync.documents").fetchone() == ([7, 9, 2**62],)
+            assert c.execute("SELECT signature->%s::text FROM nearsync.documents", (column,)).fetchone() == \
+                (doc.signature[column],)
             assert c.execute("SELECT count(*) FROM information_schema.columns WHERE table_schema = 'nearsync' "
-                             "AND table_name = 'documents' AND column_name = 'bottomk'").fetchone() == (0,)
+                             "AND table_name = 'documents' AND column_name = %s", (column,)).fetchone() == (0,)
         upgrade(s)
         await be.close()
         be = PostgresBackend(s.require_dsn())  # fresh connections: the column is back, empty for this row
         await be.open()
         assert (await be.get("public.ads", ["1"]))["1"].signature == doc.signature
-        assert await be.get_sketches("public.ads", ["1"]) == {"1": (5, (7, 9, 2**62))}
+        yield be
     finally:
         await be.close()
+
+
+async def test_sketch_column_migration_keeps_sketches_both_ways(fresh_db: str) -> None:
+    """Migration 0007 moved the bottom-k sketch into documents.bottomk; its downgrade folds the
+    sketches back into the signatures, and documents read the same on either side."""
+    from daemon.backends.base import IndexDocument
+
+    doc = IndexDocument("public.ads", "1", 5, {"title": "red bike"}, {}, ["b0:aa"],
+                        {"v": 2, "bottomk": [7, 9, 2**62], "minhash": [1, 2]})
+    async with _column_round_trip(fresh_db, doc, "bottomk", "0006") as be:
+        assert await be.get_sketches("public.ads", ["1"]) == {"1": (5, (7, 9, 2**62))}
 
 
 async def test_change_log_migration_keeps_pending_changes_both_ways(fresh_db: str) -> None:
@@ -241,32 +255,14 @@ async def test_minhash_column_migration_keeps_minhashes_both_ways(fresh_db: str)
     """Migration 0009 moved the MinHash into documents.minhash; its downgrade folds it back into
     the signatures, and documents read the same on either side."""
     from daemon.backends.base import IndexDocument
-    from daemon.backends.postgres import PostgresBackend
 
-    s = make_settings(fresh_db)
-    upgrade(s)
     doc = IndexDocument("public.ads", "1", 5, {"title": "red bike"}, {}, ["b0:aa"],
                         {"v": 2, "bottomk": [7], "minhash": [1, 2**61 - 1]})
-    be = PostgresBackend(s.require_dsn())
-    await be.open()
-    try:
-        await be.write([doc], [])
-        downgrade(s, "0008")
-        with psycopg.connect(fresh_db, autocommit=True) as c:
-            assert c.execute("SELECT signature->'minhash' FROM nearsync.documents").fetchone() == ([1, 2**61 - 1],)
-            assert c.execute("SELECT count(*) FROM information_schema.columns WHERE table_schema = 'nearsync' "
-                             "AND table_name = 'documents' AND column_name = 'minhash'").fetchone() == (0,)
-        upgrade(s)
-        await be.close()
-        be = PostgresBackend(s.require_dsn())  # fresh connections: the column is back, empty for this row
-        await be.open()
-        assert (await be.get("public.ads", ["1"]))["1"].signature == doc.signature
+    async with _column_round_trip(fresh_db, doc, "minhash", "0008") as be:
         await be.write([IndexDocument("public.ads", "1", 6, doc.fields, doc.scope, doc.keys, doc.signature)], [])
         with psycopg.connect(fresh_db, autocommit=True) as c:
             assert c.execute("SELECT minhash, signature ? 'minhash' FROM nearsync.documents").fetchone() == \
                 ([1, 2**61 - 1], False)
-    finally:
-        await be.close()
 
 
 def test_cli_fails_fast_with_clear_errors(fresh_db: str, pg_server: object, capsys: pytest.CaptureFixture[str]) -> None:
