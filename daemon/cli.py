@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 
 from daemon import __version__
-from daemon.config import Settings, load_settings, parse_duration, redact_dsn
+from daemon.config import DEFAULT_CONCURRENCY, Settings, load_settings, parse_duration, redact_dsn
 from daemon.errors import ConfigError
 from daemon.logs import configure_logging
 from daemon.pgserver import PgServerError
@@ -48,7 +48,8 @@ def _settings(args: argparse.Namespace) -> Settings:
     return load_settings(args.config, dsn=args.dsn, backend=getattr(args, "backend", None),
                          mode=getattr(args, "mode", None),
                          window_s=parse_duration("--window", args.window) if getattr(args, "window", None) else None,
-                         batch_size=getattr(args, "batch_size", None))
+                         batch_size=getattr(args, "batch_size", None),
+                         concurrency=getattr(args, "concurrency", None))
 
 
 def _print(obj: Any, as_json: bool) -> None:
@@ -252,11 +253,14 @@ def _lsh_epilog() -> str:
         return ""
 
 
-def _add_loop_options(p: argparse.ArgumentParser, unit: str) -> None:
-    """Options shared by the queue loops (``run`` and ``dedup``)."""
+def _add_loop_options(p: argparse.ArgumentParser, unit: str, concurrency: int) -> None:
+    """Options shared by the queue loops (``run`` and ``dedup``); ``concurrency``: the command's default."""
     p.add_argument("--mode", choices=["realtime", "batch"], help="default realtime ([daemon] mode)")
     p.add_argument("--window", help="batch window, e.g. 10s, 500ms, 2m ([daemon] window_s)")
     p.add_argument("--batch-size", type=int, help=f"{unit} per micro-batch ([daemon] batch_size, default 500)")
+    p.add_argument("--concurrency", type=int, metavar="N",
+                   help=f"batches kept in flight by this process, each on rows of its own, so one batch's "
+                        f"database waits overlap another's work ([daemon] concurrency, default {concurrency})")
     p.add_argument("--backend", choices=["postgres", "elasticsearch", "opensearch"], help="index backend")
     p.add_argument("--metrics-port", type=int, help="serve /metrics, /healthz, /readyz on this port "
                                                     "(default: $NEARSYNC_METRICS_PORT, else off)")
@@ -288,7 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "SIGTERM/SIGINT finish the batch in hand and exit 0. Started while PostgreSQL "
                                    "or the index is down, it waits for them (logging each retry) rather than exit; "
                                    "configuration errors still exit at once.")
-    _add_loop_options(r, "rows")
+    _add_loop_options(r, "rows", DEFAULT_CONCURRENCY["index"])
     r.set_defaults(func=cmd_run, is_async=True)
 
     w = sub.add_parser("dedup", parents=[common], help="run the dedup worker (candidates, scoring, flags, clusters)",
@@ -297,7 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "clusters to PostgreSQL. Needs [dedup] enabled = true so the indexer queues "
                                    "records. Several workers may run side by side. Waits for PostgreSQL and the "
                                    "index at start, like run.")
-    _add_loop_options(w, "records")
+    _add_loop_options(w, "records", DEFAULT_CONCURRENCY["dedup"])
     w.set_defaults(func=cmd_dedup, is_async=True)
 
     g = sub.add_parser("grant-role", parents=[common], help="create/grant the daemon's least-privilege role",

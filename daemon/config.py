@@ -140,6 +140,15 @@ class SourceSettings:
         return replace(out, **kw)
 
 
+DEFAULT_CONCURRENCY = {"index": 1, "dedup": 2}
+"""Batches in flight per process when ``[daemon] concurrency`` is unset: the indexing daemon already
+overlaps signature building with index writes inside a batch; the dedup worker waits on PostgreSQL
+for about two thirds of a batch, so a second batch in flight uses the other core (see README)."""
+
+MAX_CONCURRENCY = 16
+"""Upper bound of ``[daemon] concurrency`` (each batch in flight holds a connection)."""
+
+
 @dataclass(frozen=True)
 class DaemonSettings:
     """How the indexing daemon and the dedup worker batch and retry.
@@ -153,6 +162,9 @@ class DaemonSettings:
         max_attempts: a record failing this many times goes to the dead-letter table.
         retry_backoff_s: first retry delay (s) for transient errors and failed records; doubles
             per attempt, capped at 30 s for the whole-batch retries.
+        concurrency: batches one process keeps in flight (each claims its own rows), so one
+            batch's database waits overlap another's CPU work; ``None``: the command's default
+            (:data:`DEFAULT_CONCURRENCY`).
     """
 
     mode: str = "realtime"
@@ -161,12 +173,18 @@ class DaemonSettings:
     poll_interval_s: float = 2.0
     max_attempts: int = 3
     retry_backoff_s: float = 0.2
+    concurrency: int | None = None
+
+    def concurrency_for(self, queue: str) -> int:
+        """``concurrency``, or the default for ``queue`` (``index`` or ``dedup``) when unset."""
+        return self.concurrency or DEFAULT_CONCURRENCY.get(queue, 1)
 
     @classmethod
     def from_mapping(cls, d: Mapping[str, Any]) -> DaemonSettings:
         """Validate the ``[daemon]`` table. Raises ConfigError naming the key."""
         p = "daemon"
-        _check_keys(p, d, {"mode", "window_s", "batch_size", "poll_interval_s", "max_attempts", "retry_backoff_s"})
+        _check_keys(p, d, {"mode", "window_s", "batch_size", "poll_interval_s", "max_attempts", "retry_backoff_s",
+                           "concurrency"})
         kw: dict[str, Any] = {}
         if "mode" in d:
             if d["mode"] not in MODES:
@@ -175,9 +193,11 @@ class DaemonSettings:
         for k in ("window_s", "poll_interval_s", "retry_backoff_s"):
             if k in d:
                 kw[k] = _pos_float(f"{p}.{k}", d[k])
-        for k in ("batch_size", "max_attempts"):
+        for k in ("batch_size", "max_attempts", "concurrency"):
             if k in d:
                 kw[k] = _pos_int(f"{p}.{k}", d[k])
+        if kw.get("concurrency", 1) > MAX_CONCURRENCY:
+            raise ConfigError(f"{p}.concurrency", f"must be at most {MAX_CONCURRENCY}, got {kw['concurrency']}")
         return replace(cls(), **kw)
 
 
@@ -266,7 +286,7 @@ def settings_from_mapping(d: Mapping[str, Any], *, env: Mapping[str, str] | None
 def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
     """Read settings from ``path`` (or ``NEARSYNC_CONFIG``, or none: defaults) and apply overrides.
 
-    ``overrides`` (``dsn``, ``mode``, ``window_s``, ``backend``) come from command-line flags and
+    ``overrides`` (``dsn``, ``mode``, ``window_s``, ``batch_size``, ``concurrency``, ``backend``) come from command-line flags and
     win over the file and the environment; ``None`` values are ignored.
 
     Raises:
@@ -284,7 +304,7 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
     data = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()}
     if overrides.get("dsn"):
         data.setdefault("database", {})["dsn"] = overrides["dsn"]
-    for k in ("mode", "window_s", "batch_size"):
+    for k in ("mode", "window_s", "batch_size", "concurrency"):
         if overrides.get(k) is not None:
             data.setdefault("daemon", {})[k] = overrides[k]
     if overrides.get("backend"):

@@ -21,7 +21,7 @@ order in which records are processed, nor on how many workers run.
 
 from __future__ import annotations
 
-import json
+import contextvars
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,6 +29,7 @@ from typing import Any
 
 import psycopg
 
+from daemon import jsoncodec
 from daemon.backends.base import Candidate, CandidateQuery, IndexBackend, IndexDocument
 from daemon.clusters import build_clusters, respect_cannot_links
 from daemon.dedup_config import DedupOptions
@@ -241,6 +242,28 @@ class _neg:
 
 
 @dataclass
+class Tally:
+    """Work counted during one :meth:`DedupHandler.process` call: pairs scored, records whose
+    candidate list hit the cap."""
+
+    pairs: int = 0
+    capped: int = 0
+
+
+_batch_tally: contextvars.ContextVar[Tally] = contextvars.ContextVar("nearsync_dedup_tally")
+"""The running batch's :class:`Tally`. A context variable, so batches in flight at once (each in a
+task of its own, see ``QueueLoop`` concurrency) count apart."""
+
+
+def _tally() -> Tally:
+    t = _batch_tally.get(None)
+    if t is None:
+        t = Tally()
+        _batch_tally.set(t)
+    return t
+
+
+@dataclass
 class DedupHandler:
     """:class:`daemon.loop.BatchHandler` for the ``dedup`` queue.
 
@@ -253,7 +276,9 @@ class DedupHandler:
     backend: IndexBackend
     options: DedupOptions
     pairs_scored: int = 0
+    """Pairs scored since start (all batches)."""
     cap_hits: int = 0
+    """Records whose candidate list hit the cap, since start."""
 
     async def score_records(self, items: Sequence[tuple[str, IndexDocument]],
                             seen: dict[str, IndexDocument] | None = None) -> list[Link]:
@@ -269,10 +294,13 @@ class DedupHandler:
         return links
 
     def _links_of(self, rid: str, doc: IndexDocument, res: ScoredCandidates) -> list[Link]:
+        tally = _tally()
         if res.capped:
             log.debug("candidate cap hit", record_id=rid, cap=self.options.scoring.candidate_cap)
             self.cap_hits += 1
+            tally.capped += 1
         self.pairs_scored += len(res.scored)
+        tally.pairs += len(res.scored)
         links = []
         for sc in res.scored:
             if sc.flag is not None:
@@ -291,7 +319,8 @@ class DedupHandler:
         the records, not on the order or concurrency of processing.
         """
         result = BatchResult(counts={"scored": 0, "links": 0, "flags": 0})
-        before, caps_before = self.pairs_scored, self.cap_hits
+        tally = Tally()
+        _batch_tally.set(tally)  # this task's own count, whatever other batches are in flight
         mine = [c for c in batch if c.table == self.table]
         result.failed += [(c, f"table {c.table} is not {self.table}") for c in batch if c.table != self.table]
         # The index says what each record is now, whatever the queued op (a queued upsert may have
@@ -312,14 +341,14 @@ class DedupHandler:
             if new_links:
                 await conn.execute(query("insert_links"), {
                     "table": self.table, "a": [x.a for x in new_links], "b": [x.b for x in new_links],
-                    "score": [x.score for x in new_links], "reasons": [json.dumps(x.reasons) for x in new_links],
+                    "score": [x.score for x in new_links], "reasons": [jsoncodec.dumps(x.reasons) for x in new_links],
                     "summary": [x.summary for x in new_links]})
             # The batch's links were all replaced above, so a batch record without a new link has no
             # link at all: its component is itself, no need to walk the link graph from it.
             result.counts["flags"] = await self._recluster(conn, sorted(seeds | linked), current, set(ids) - linked)
         result.counts["links"] = len(new_links)
-        result.counts["pairs"] = self.pairs_scored - before
-        result.counts["capped"] = self.cap_hits - caps_before  # records whose candidate list hit the cap
+        result.counts["pairs"] = tally.pairs
+        result.counts["capped"] = tally.capped  # records whose candidate list hit the cap
         result.done = list(mine)
         return result
 
@@ -365,6 +394,7 @@ class DedupHandler:
         """The pair (``a`` before ``b``) scored from its two documents, with their versions."""
         ps = score_pair(da.fields, da.signature, db.fields, db.signature, self.options.scoring)
         self.pairs_scored += 1
+        _tally().pairs += 1
         return Link(a, b, ps.score, ps.reasons, ps.summary(), (da.version, db.version))
 
     async def _drop_dismissed(self, conn: psycopg.AsyncConnection[Any], links: list[Link],
@@ -501,6 +531,6 @@ class DedupHandler:
             await conn.execute(query("upsert_flags"), {
                 "table": self.table, "record_ids": [f[0] for f in flags], "flags": [f[1] for f in flags],
                 "original_ids": [f[2] for f in flags], "cluster_ids": [f[3] for f in flags],
-                "scores": [f[4].score for f in flags], "reasons": [json.dumps(f[4].reasons) for f in flags],
+                "scores": [f[4].score for f in flags], "reasons": [jsoncodec.dumps(f[4].reasons) for f in flags],
                 "summaries": [f[4].summary for f in flags],
                 "sig_versions": [int((docs.get(f[0]).signature if docs.get(f[0]) else {}).get("v", 0)) for f in flags]})

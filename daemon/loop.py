@@ -14,6 +14,12 @@ Transient errors (database or index down) retry the batch in hand with exponenti
 (tenacity) and never acknowledge anything meanwhile; per-record errors are the handler's to report
 and go the dead-letter way. SIGTERM/SIGINT finish the batch in hand and return.
 
+Concurrency: a loop may keep several batches in flight (``concurrency``, one *lane* each). Every
+lane has a worker id of its own, registered and kept alive by the one LISTEN connection, so lanes
+claim disjoint rows exactly as separate workers would; one lane's waits on the database then overlap
+another lane's CPU work. Nothing else changes: acks stay version-checked per lane, and a handler that
+must serialise a step (the dedup worker's per-table lock) does so as it would across workers.
+
 Backpressure: in realtime mode the batch size adapts between a floor and a ceiling
 (:class:`BatchSizer`): it grows while batches come back full and fast (a deep queue) and halves
 when a batch takes longer than the target duration, so memory stays bounded by the ceiling whatever
@@ -142,10 +148,12 @@ class QueueLoop:
         next_queue: queue that acknowledged ``follow_up`` rows are put on, if any.
         bulk_size: rows per claim in batch mode.
         name: logger name.
+        concurrency: batches in flight at once (lanes; see the module docstring), 1 or more.
     """
 
     def __init__(self, dsn: str, queue_name: str, handler: BatchHandler, settings: DaemonSettings, *,
-                 next_queue: str | None = None, bulk_size: int = 10_000, name: str = "nearsync.loop") -> None:
+                 next_queue: str | None = None, bulk_size: int = 10_000, name: str = "nearsync.loop",
+                 concurrency: int = 1) -> None:
         self.dsn = dsn
         self.queue_name = queue_name
         self.handler = handler
@@ -153,7 +161,9 @@ class QueueLoop:
         self.next_queue = next_queue
         self.bulk_size = max(bulk_size, settings.batch_size)
         self.log = get_logger(name)
-        self.queue: Queue | None = None
+        self.concurrency = max(1, concurrency)
+        self.lanes: list[Queue] = []
+        """One :class:`Queue` client (worker id) per lane; empty until the LISTEN connection is up."""
         self.wake = asyncio.Event()
         self.stopping = False
         self.ready = asyncio.Event()
@@ -162,10 +172,15 @@ class QueueLoop:
         self.sizer = BatchSizer.for_batch_size(settings.batch_size)
         self.observer: LoopObserver | None = None
         idle_check = IdleCheck()
-        self._pool = AsyncConnectionPool(dsn, min_size=1, max_size=2, open=False, timeout=10,
+        self._pool = AsyncConnectionPool(dsn, min_size=1, max_size=self.concurrency + 1, open=False, timeout=10,
                                          kwargs={"autocommit": True}, check=idle_check.check, reset=idle_check.reset,
                                          configure=configure_session)
         self._notifier = sdnotify.SystemdNotifier()
+
+    @property
+    def queue(self) -> Queue | None:
+        """The first lane's queue client (None before the LISTEN connection registered it)."""
+        return self.lanes[0] if self.lanes else None
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -197,9 +212,10 @@ class QueueLoop:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await listener
             with contextlib.suppress(Exception):
-                if self.queue is not None:
+                if self.lanes:
                     async with self._pool.connection() as conn:
-                        await self.queue.release(conn)
+                        for lane in self.lanes:
+                            await lane.release(conn)
             await self._pool.close()
 
     async def run(self) -> None:
@@ -257,16 +273,11 @@ class QueueLoop:
         while not self.stopping:
             try:
                 async with await psycopg.AsyncConnection.connect(self.dsn, autocommit=True) as conn:
-                    if self.queue is None:
-                        wid = await register_worker(conn)
-                        self.queue = Queue(self.queue_name, wid, self.settings.max_attempts, self.settings.retry_backoff_s)
-                    if not await hold_worker_lock(conn, self.queue.worker_id):
-                        wid = await register_worker(conn)
-                        self.queue = Queue(self.queue_name, wid, self.settings.max_attempts, self.settings.retry_backoff_s)
-                        await hold_worker_lock(conn, wid)
-                    await conn.execute(query("listen").format(channel=sql.Identifier(self.queue.channel)))
-                    self.log.info("listening", channel=self.queue.channel, worker=self.queue.worker_id,
-                                  mode=self.settings.mode)
+                    await self._hold_lanes(conn)
+                    channel = self.lanes[0].channel
+                    await conn.execute(query("listen").format(channel=sql.Identifier(channel)))
+                    self.log.info("listening", channel=channel, worker=self.lanes[0].worker_id,
+                                  lanes=[q.worker_id for q in self.lanes], mode=self.settings.mode)
                     delay = self.settings.retry_backoff_s
                     if not self.ready.is_set():
                         self._notifier.notify("READY=1")
@@ -283,21 +294,47 @@ class QueueLoop:
                 await self._sleep(delay)
                 delay = min(delay * 2, 10.0)
 
+    async def _hold_lanes(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Register a worker id per lane (first time) and take each lane's liveness lock on ``conn``;
+        a lane whose id is taken (our old session still holds it) gets a new id."""
+        def client(wid: int) -> Queue:
+            return Queue(self.queue_name, wid, self.settings.max_attempts, self.settings.retry_backoff_s)
+
+        if not self.lanes:
+            self.lanes = [client(await register_worker(conn)) for _ in range(self.concurrency)]
+        for i, lane in enumerate(self.lanes):
+            if not await hold_worker_lock(conn, lane.worker_id):
+                self.lanes[i] = client(await register_worker(conn))
+                await hold_worker_lock(conn, self.lanes[i].worker_id)
+
     # -- work --------------------------------------------------------------------------------------
 
     async def drain(self, *, stop_when_stopping: bool = False) -> int:
-        """Process batches until the queue has nothing due; returns rows claimed."""
+        """Process batches until the queue has nothing due; returns rows claimed.
+
+        With ``concurrency`` > 1 every lane drains at once (each claims its own batches); returns
+        when all of them found nothing due. An error other than a transient one (which is retried)
+        cancels the other lanes and propagates.
+        """
+        if self.concurrency == 1:
+            return await self._drain_lane(0, stop_when_stopping)
+        async with asyncio.TaskGroup() as tg:
+            tasks = [tg.create_task(self._drain_lane(i, stop_when_stopping), name=f"nearsync-lane-{i}")
+                     for i in range(self.concurrency)]
+        return sum(t.result() for t in tasks)
+
+    async def _drain_lane(self, lane: int, stop_when_stopping: bool) -> int:
         total = 0
         while not (stop_when_stopping and self.stopping):
             limit = self.sizer.limit if self.settings.mode == "realtime" else self.bulk_size
-            n = await self.run_batch_with_retry(limit)
+            n = await self.run_batch_with_retry(limit, lane=lane)
             total += n
             if n == 0:
                 break
             self.tick()
         return total
 
-    async def run_batch_with_retry(self, limit: int) -> int:
+    async def run_batch_with_retry(self, limit: int, *, lane: int = 0) -> int:
         """One claim → process → ack cycle, retried with exponential backoff on transient errors.
 
         Each retry halves the batch size (not below ``limit // 8`` nor the sizer's floor), so a batch
@@ -319,16 +356,17 @@ class QueueLoop:
                     size = max(floor, size // 2)
                     if self.settings.mode == "realtime":
                         self.sizer.limit = min(self.sizer.limit, size)
-                return await self.run_batch(size)
+                return await self.run_batch(size, lane=lane)
         return 0  # pragma: no cover - AsyncRetrying always returns or raises
 
-    async def run_batch(self, limit: int) -> int:
-        """One claim → process → ack cycle; returns the number of rows claimed (0: nothing due)."""
-        while self.queue is None:
+    async def run_batch(self, limit: int, *, lane: int = 0) -> int:
+        """One claim → process → ack cycle on lane ``lane`` (0 ≤ lane < ``concurrency``); returns
+        the number of rows claimed (0: nothing due)."""
+        while not self.lanes:
             if self.stopping:
                 return 0
             await asyncio.sleep(0.05)
-        queue = self.queue
+        queue = self.lanes[lane]
         t0 = time.perf_counter()
         async with self._pool.connection() as conn:
             batch = await queue.claim(conn, limit)
@@ -366,7 +404,7 @@ class QueueLoop:
         for k, v in result.counts.items():
             self.totals[k] = self.totals.get(k, 0) + v
         self.log.info(
-            "batch", queue=queue.name, claimed=len(batch), acked=len(result.done), failed=len(result.failed),
+            "batch", queue=queue.name, lane=lane, claimed=len(batch), acked=len(result.done), failed=len(result.failed),
             dead_lettered=len(dead), **result.counts,
             claim_ms=round((t_claim - t0) * 1000, 1), process_ms=round((t_proc - t_claim) * 1000, 1),
             total_ms=round(duration_s * 1000, 1), next_limit=self.sizer.limit,

@@ -18,19 +18,24 @@ import weakref
 from typing import Any
 
 import psycopg
+from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool
 
+from daemon import jsoncodec
 from daemon.queries import query
 
 
 async def configure_session(conn: psycopg.AsyncConnection[Any]) -> None:
-    """Pool ``configure`` callback: apply ``session_settings`` to a new connection (JIT off: the
-    planner over-estimates a recursive CTE by orders of magnitude and PostgreSQL then spent ~180 ms
-    compiling a ~20 ms statement at 1,000,000 records).
+    """Pool ``configure`` callback for a new connection: parse ``json``/``jsonb`` with orjson
+    (:func:`daemon.jsoncodec.loads`; the dedup worker reads thousands of documents and links per
+    batch), and apply ``session_settings`` (JIT off: the planner over-estimates a recursive CTE by
+    orders of magnitude and PostgreSQL then spent ~180 ms compiling a ~20 ms statement at
+    1,000,000 records).
 
     Raises:
         psycopg.Error: the connection failed (the pool discards it).
     """
+    set_json_loads(jsoncodec.loads, conn)
     await conn.execute(query("session_settings"))
 
 

@@ -123,7 +123,8 @@ async def build_indexer(settings: Settings, backend: IndexBackend) -> Indexer:
     builder = DocumentBuilder.from_settings(settings, table)
     handler = IndexHandler(table, builder, backend)
     loop = QueueLoop(settings.require_dsn(), INDEX_QUEUE, handler, settings.daemon,
-                     next_queue=DEDUP_QUEUE if dedup_enabled(settings) else None, name="nearsync.indexer")
+                     next_queue=DEDUP_QUEUE if dedup_enabled(settings) else None, name="nearsync.indexer",
+                     concurrency=settings.daemon.concurrency_for(INDEX_QUEUE))
     return Indexer(loop, backend, table, handler.signer)
 
 
@@ -167,5 +168,6 @@ async def build_worker(settings: Settings, backend: IndexBackend) -> QueueLoop:
     options = dedup_options(settings)
     DocumentBuilder.from_settings(settings, table)  # same validation as the indexer
     handler = DedupHandler(table.name, backend, options)
-    return QueueLoop(settings.require_dsn(), DEDUP_QUEUE, handler, settings.daemon, name="nearsync.dedup")
+    return QueueLoop(settings.require_dsn(), DEDUP_QUEUE, handler, settings.daemon, name="nearsync.dedup",
+                     concurrency=settings.daemon.concurrency_for(DEDUP_QUEUE))
 

@@ -148,6 +148,42 @@ async def test_change_made_while_its_batch_is_processed_is_not_lost(settings: Se
     assert await pending(settings.dsn) == 0
 
 
+class CountInFlight:
+    """Backend wrapper recording how many writes are in flight at once (each write lingers 50 ms)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.now, self.most = inner, 0, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def write(self, upserts: Any, deletes: Any) -> Any:
+        self.now += 1
+        self.most = max(self.most, self.now)
+        try:
+            await asyncio.sleep(0.05)
+            return await self.inner.write(upserts, deletes)
+        finally:
+            self.now -= 1
+
+
+async def test_a_daemon_with_three_lanes_processes_every_change_once(settings: Settings) -> None:
+    await insert_ads(settings.dsn, 300)
+    await insert_ads(settings.dsn, 30, start=1000)
+    async with await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True) as c:
+        await c.execute("UPDATE ads SET price = price + 1 WHERE id % 3 = 0")
+        await c.execute("DELETE FROM ads WHERE id % 10 = 0")
+    counter: list[CountInFlight] = []
+    s = with_daemon(settings, concurrency=3, batch_size=20)
+    async with running_indexer(s, wrap_backend=lambda b: counter.append(CountInFlight(b)) or counter[0]) as d:
+        await wait_until(lambda: in_sync(settings), timeout=60)
+        await wait_until(lambda: _zero(pending(settings.dsn)))
+    assert len(await index_state(settings)) == 330 - 33
+    assert d.loop.totals["claimed"] == d.loop.totals["acked"] == 330  # each record once, deletes included
+    assert counter[0].most >= 2  # the lanes' batches really were in flight together
+    assert len({q.worker_id for q in d.loop.lanes}) == 3
+
+
 class FailSecondWrite:
     """Backend wrapper counting writes (and their sizes); the second write raises a transient error once."""
 

@@ -14,7 +14,15 @@ from daemon.reindex import reindex
 from daemon.service import opened_backend
 from daemon.signatures import SIGNATURE_SCHEMA_VERSION
 from daemon.tracking import relay
-from tests.conftest import flags, queues_empty, running_indexer, running_worker, wait_until, with_dedup
+from tests.conftest import (
+    flags,
+    queues_empty,
+    running_indexer,
+    running_worker,
+    wait_until,
+    with_daemon,
+    with_dedup,
+)
 
 ORIGINAL = {
     "user_id": "u1", "category": "tv", "title": "Sony Bravia KDL-40V4100 40 inch LCD TV",
@@ -182,17 +190,31 @@ async def test_two_workers_produce_the_same_flags_as_one(dsettings: Settings) ->
             for j, ad in enumerate(ads):
                 await add(s.dsn, ad | {"user_id": f"u{k}"}, f"now() - interval '{100 - k * 5 - j} minutes'")
         await wait_until(lambda: _pending_index(s.dsn), timeout=60)
-    async with running_worker(s):
+    serial = with_daemon(s, concurrency=1, batch_size=4)
+    async with running_worker(serial) as w:
         await settle(s)
+    assert w.concurrency == 1
     one = await flags(s.dsn)
-    async with await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as c:
-        await c.execute("TRUNCATE nearsync.duplicate_flags, nearsync.clusters, nearsync.dedup_links")
-        await c.execute("INSERT INTO nearsync.index_tracking (queue, table_name, record_id, op, seq) "
-                        "SELECT 'dedup', 'public.ads', id::text, 'U', nextval('nearsync.change_seq') FROM ads")
-    async with running_worker(s) as w1, running_worker(s) as w2:
+    await _redo_all(s.dsn)
+    async with running_worker(serial) as w1, running_worker(serial) as w2:
         await settle(s)
     assert await flags(s.dsn) == one and len(one) >= 12
     assert w1.totals["claimed"] + w2.totals["claimed"] == 30
+    # One worker with three batches in flight (lanes claiming 4 records each) agrees too.
+    await _redo_all(s.dsn)
+    async with running_worker(with_daemon(s, concurrency=3, batch_size=4)) as w3:
+        await settle(s)
+    assert await flags(s.dsn) == one
+    assert w3.totals["claimed"] == w3.totals["acked"] == 30 and len(w3.lanes) == 3
+    assert len({q.worker_id for q in w3.lanes}) == 3
+
+
+async def _redo_all(dsn: str) -> None:
+    """Clear the worker's output and queue every record for dedup again."""
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
+        await c.execute("TRUNCATE nearsync.duplicate_flags, nearsync.clusters, nearsync.dedup_links")
+        await c.execute("INSERT INTO nearsync.index_tracking (queue, table_name, record_id, op, seq) "
+                        "SELECT 'dedup', 'public.ads', id::text, 'U', nextval('nearsync.change_seq') FROM ads")
 
 
 async def _pending_index(dsn: str) -> bool:

@@ -289,6 +289,21 @@ def test_config_errors_name_the_setting(tmp_path: Path, capsys: pytest.CaptureFi
     assert "source.table" in capsys.readouterr().err
     assert main(["run", "--mode", "batch", "--window", "soon", "--dsn", "postgresql://x@127.0.0.1:1/x"]) == 2
     assert "--window" in capsys.readouterr().err
+    for bad in ("0", "17"):
+        assert main(["dedup", "--concurrency", bad, "--dsn", "postgresql://x@127.0.0.1:1/x"]) == 2
+        assert "daemon.concurrency" in capsys.readouterr().err
+    cfg.write_text('[daemon]\nconcurrency = "two"\n')
+    assert main(["status", "--config", str(cfg), "--dsn", "postgresql://x@127.0.0.1:1/x"]) == 2
+    assert "daemon.concurrency" in capsys.readouterr().err
+
+
+def test_concurrency_defaults_per_queue() -> None:
+    from daemon.config import DaemonSettings, load_settings
+
+    assert DaemonSettings().concurrency_for("index") == 1
+    assert DaemonSettings().concurrency_for("dedup") == 2
+    assert DaemonSettings.from_mapping({"concurrency": 3}).concurrency_for("index") == 3
+    assert load_settings(None, concurrency=4).daemon.concurrency_for("dedup") == 4
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")

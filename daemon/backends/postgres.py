@@ -13,11 +13,8 @@ import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-import orjson
 import psycopg
 import xxhash
-from psycopg.rows import dict_row
-from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from daemon.backends.base import (
@@ -30,6 +27,7 @@ from daemon.backends.base import (
     WriteResult,
 )
 from daemon.logs import get_logger
+from daemon.pgarrays import Int4Array, Int8Array
 from daemon.pgpool import IdleCheck, configure_session
 from daemon.queries import query
 
@@ -93,14 +91,6 @@ def _split_arrays(signature: Mapping[str, Any]) -> tuple[dict[str, Any], str | N
     return sig, literals[0], literals[1]
 
 
-async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
-    """Per pooled connection: parse ``jsonb`` documents with orjson (several times faster than the
-    standard library on signature-sized documents; the dedup worker reads thousands per batch), and
-    the session settings of every nearsync pool (:func:`daemon.pgpool.configure_session`)."""
-    set_json_loads(orjson.loads, conn)
-    await configure_session(conn)
-
-
 class PostgresBackend:
     """:class:`~daemon.backends.base.IndexBackend` on PostgreSQL tables.
 
@@ -116,7 +106,7 @@ class PostgresBackend:
         idle_check = IdleCheck()  # ping on borrow only after 1 s idle (a round trip per borrow otherwise)
         self._pool = AsyncConnectionPool(dsn, min_size=1, max_size=pool_size, open=False,
                                          timeout=connect_timeout_s, kwargs={"autocommit": True},
-                                         check=idle_check.check, reset=idle_check.reset, configure=_configure)
+                                         check=idle_check.check, reset=idle_check.reset, configure=configure_session)
 
     async def open(self) -> None:
         """Open the connection pool (tables are created by migration 0001)."""
@@ -215,20 +205,23 @@ class PostgresBackend:
         return outcomes
 
     @staticmethod
-    def _doc(table: str, r: Mapping[str, Any]) -> IndexDocument:
-        signature = r["signature"] or {}
-        for name in _ARRAY_COLUMNS:  # stored apart (see upsert_documents); the document carries them
-            if r.get(name) is not None:
-                signature[name] = list(r[name])
-        return IndexDocument(table=table, record_id=r["record_id"], version=r["version"], fields=r["fields"] or {},
-                             scope=r["scope"] or {}, keys=r["keys"] or [], signature=signature)
+    def _doc(table: str, r: Sequence[Any]) -> IndexDocument:
+        """A document from a row starting ``record_id, version, scope, fields, signature, keys,
+        bottomk, minhash`` (the column order of ``get_documents`` and ``candidates``)."""
+        record_id, version, scope, fields, signature, keys, *arrays = r[:8]
+        signature = signature or {}
+        for name, value in zip(_ARRAY_COLUMNS, arrays, strict=True):  # stored apart (see upsert_documents)
+            if value is not None:
+                signature[name] = list(value)
+        return IndexDocument(table=table, record_id=record_id, version=version, fields=fields or {},
+                             scope=scope or {}, keys=keys or [], signature=signature)
 
     async def get(self, table: str, record_ids: Sequence[str]) -> dict[str, IndexDocument]:
         """Live documents by id. Raises TransientIndexError when unreachable."""
         try:
-            async with self._pool.connection() as conn, conn.cursor(row_factory=dict_row, binary=True) as cur:
+            async with self._pool.connection() as conn, conn.cursor(binary=True) as cur:
                 await cur.execute(query("get_documents"), {"table": table, "record_ids": list(record_ids)})
-                return {r["record_id"]: self._doc(table, r) for r in await cur.fetchall()}
+                return {r[0]: self._doc(table, r) for r in await cur.fetchall()}
         except _TRANSIENT as e:
             raise TransientIndexError(str(e)) from e
 
@@ -258,10 +251,10 @@ class PostgresBackend:
         if not hashes:
             return []
         try:
-            async with self._pool.connection() as conn, conn.cursor(row_factory=dict_row, binary=True) as cur:
-                await cur.execute(query("candidates"), {"table": table, "keys": hashes, "min_match": min_match,
+            async with self._pool.connection() as conn, conn.cursor(binary=True) as cur:
+                await cur.execute(query("candidates"), {"table": table, "keys": Int8Array(hashes), "min_match": min_match,
                                                         "limit": limit, "exclude_id": exclude_id})
-                return [Candidate(r["record_id"], r["matched"], self._doc(table, r)) for r in await cur.fetchall()]
+                return [Candidate(r[0], r[8], self._doc(table, r)) for r in await cur.fetchall()]
         except _TRANSIENT as e:
             raise TransientIndexError(str(e)) from e
 
@@ -282,13 +275,13 @@ class PostgresBackend:
         try:
             async with self._pool.connection() as conn:
                 cur = await conn.execute(query("candidates_many"), {
-                    "table": table, "qids": qids, "keys": hashes, "min_match": min_match, "limit": limit,
-                    "exclude_ids": [q.exclude_id for q in queries]})
+                    "table": table, "qids": Int4Array(qids), "keys": Int8Array(hashes), "min_match": min_match,
+                    "limit": limit, "exclude_ids": [q.exclude_id for q in queries]})
                 rows = await cur.fetchall()
-                async with conn.cursor(row_factory=dict_row, binary=True) as dcur:
+                async with conn.cursor(binary=True) as dcur:
                     await dcur.execute(query("get_documents"), {"table": table,
                                                                 "record_ids": sorted({r[1] for r in rows})})
-                    docs = {r["record_id"]: self._doc(table, r) for r in await dcur.fetchall()}
+                    docs = {r[0]: self._doc(table, r) for r in await dcur.fetchall()}
         except _TRANSIENT as e:
             raise TransientIndexError(str(e)) from e
         for qid, rid, matched in rows:
