@@ -11,13 +11,18 @@ user; the default scope is ``user``. Usage::
 
     python bench/bench_dedup.py [--records 100000] [--samples 300]
     python bench/bench_dedup.py --indexed 1000000 --records 20000   # 1M indexed, a 20k backlog
-    python bench/bench_dedup.py --indexed 1000000 --records 20000 --dsn postgresql://... --reuse
+    python bench/bench_dedup.py --indexed 1000000 --records 20000 --dsn postgresql://... --reuse \
+        --seed 31 --prewarm
 
 With ``--indexed N`` the N documents are written straight into the index through the backend
 protocol (the daemon's document builder in a process pool, as ``bench_api.py`` does; no table
 rows, no trigger round trip), so a large index is built in minutes; then ``--records`` of them are
 put on the dedup queue as the backlog whose throughput is measured, and the single-record latency
-is sampled over random indexed records.
+is sampled over random indexed records. ``--seed`` picks both (another seed measures records that
+earlier runs did not touch: no links yet, nothing of theirs in the caches). ``--prewarm`` loads the
+index into shared buffers first (``pg_prewarm``), the state of a server in service whose index fits
+in memory; the 1,000,000-document index needs about 4.4 GB of them (``shared_buffers = 8GB`` on
+the bench server). ``--concurrency`` sets the batches the worker keeps in flight (default 2).
 
 Targets on the 2-core machine: ≥ 2,000 records/s per worker; p99 ≤ 10 ms per record at 1M.
 """
@@ -27,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import os
 import random
 import statistics
 import sys
@@ -55,10 +61,43 @@ def pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(round(q / 100 * (len(s) - 1))))]
 
 
-async def run(dsn: str, n: int, samples: int) -> None:
-    settings = settings_from_mapping({
-        "database": {"dsn": dsn}, "source": {"create_reference_table": True},
-        "daemon": {"batch_size": 2000, "poll_interval_s": 0.5}, "dedup": {"enabled": True}}, env={})
+def bench_settings(dsn: str, concurrency: int | None = None) -> Any:
+    """Settings of the bench's daemon and worker (2,000-record batches; ``concurrency`` None: the
+    worker's default)."""
+    daemon: dict[str, Any] = {"batch_size": 2000, "poll_interval_s": 0.5}
+    if concurrency:
+        daemon["concurrency"] = concurrency
+    return settings_from_mapping({"database": {"dsn": dsn}, "source": {"create_reference_table": True},
+                                  "daemon": daemon, "dedup": {"enabled": True}}, env={})
+
+
+def prewarm(dsn: str) -> None:
+    """Load the index's tables, TOAST tables and indexes into shared buffers with ``pg_prewarm``
+    (skipped, with a note, when the extension is not installed): the state of a server in service
+    whose index fits in its memory. Prints the megabytes loaded and ``shared_buffers``."""
+    with psycopg.connect(dsn, autocommit=True) as c:
+        if not c.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'pg_prewarm'").fetchone():
+            print("  pg_prewarm is not installed: measuring with whatever is cached", flush=True)
+            return
+        c.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
+        row = c.execute("""
+            WITH rels AS (
+                SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                WHERE n.nspname = 'nearsync' AND c.relkind = 'r' AND c.relname <> 'document_keys'
+                UNION ALL SELECT c.reltoastrelid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                WHERE n.nspname = 'nearsync' AND c.relkind = 'r' AND c.reltoastrelid <> 0
+            ), all_rels AS (
+                SELECT oid FROM rels UNION ALL SELECT i.indexrelid FROM pg_index i JOIN rels r ON r.oid = i.indrelid
+            )
+            SELECT sum(pg_prewarm(oid)) * current_setting('block_size')::bigint / 1048576,
+                   current_setting('shared_buffers') FROM all_rels""").fetchone()
+        assert row is not None
+        print(f"  prewarmed {row[0]:,.0f} MB of the index into shared buffers (shared_buffers = {row[1]}; "
+              "the key rows' heap is left out, lookups read only their covering index)", flush=True)
+
+
+async def run(dsn: str, n: int, samples: int, concurrency: int | None = None) -> None:
+    settings = bench_settings(dsn, concurrency)
     upgrade(settings)
     data = default_data_dir()
     base = None
@@ -111,7 +150,8 @@ async def single_record_latency(dsn: str, worker: Any, ids: list[str], indexed: 
           f"mean {statistics.mean(lat):.1f} ms over {len(lat)} records (target p99 <= 10 ms)", flush=True)
 
 
-async def run_indexed(dsn: str, indexed: int, backlog: int, samples: int, reuse: bool = False) -> None:
+async def run_indexed(dsn: str, indexed: int, backlog: int, samples: int, reuse: bool = False,
+                      concurrency: int | None = None, seed: int = 5, warm: bool = False) -> None:
     """``--indexed`` mode (see the module docstring)."""
     from bench.bench_api import load_index
 
@@ -121,10 +161,10 @@ async def run_indexed(dsn: str, indexed: int, backlog: int, samples: int, reuse:
     if took:
         print(f"indexed {indexed:,} documents through the backend in {took:.1f} s ({indexed / took:,.0f} docs/s)",
               flush=True)
-    settings = settings_from_mapping({
-        "database": {"dsn": dsn}, "source": {"create_reference_table": True},
-        "daemon": {"batch_size": 2000, "poll_interval_s": 0.5}, "dedup": {"enabled": True}}, env={})
-    rng = random.Random(5)
+    settings = bench_settings(dsn, concurrency)
+    if warm:
+        prewarm(dsn)
+    rng = random.Random(seed)
     ids = [str(i) for i in rng.sample(range(1, indexed + 1), min(backlog, indexed))]
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
         await conn.execute(query("enqueue_fresh"), {"queue": "dedup", "table": "public.ads", "record_ids": ids,
@@ -133,6 +173,14 @@ async def run_indexed(dsn: str, indexed: int, backlog: int, samples: int, reuse:
         worker = await build_worker(settings, backend)
         await drain_throughput(worker, f"dedup throughput with {indexed:,} indexed")
         await single_record_latency(dsn, worker, [str(i) for i in rng.sample(range(1, indexed + 1), samples)], indexed)
+
+
+def shared_buffers_for(documents: int) -> str:
+    """``shared_buffers`` for the bench's own server: room for an index of ``documents`` (~6 kB
+    each with its key rows' covering index), at least 256 MB and at most half of the machine's
+    memory."""
+    total_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 1048576
+    return f"{max(256, min(documents * 6 // 1024, total_mb // 2))}MB"
 
 
 def main() -> None:
@@ -144,16 +192,25 @@ def main() -> None:
     ap.add_argument("--dsn", help="with --indexed: use this database instead of a throwaway server")
     ap.add_argument("--reuse", action="store_true",
                     help="with --dsn: keep an index that already holds --indexed documents (bench_api.py's seed)")
+    ap.add_argument("--concurrency", type=int, help="batches the worker keeps in flight (default: the worker's, 2)")
+    ap.add_argument("--seed", type=int, default=5,
+                    help="with --indexed: picks the backlog and the timed records (default 5); another seed "
+                         "times records the previous runs did not touch")
+    ap.add_argument("--prewarm", action="store_true",
+                    help="with --indexed: load the index into shared buffers first (pg_prewarm), as on a "
+                         "server in service whose index fits in memory (needs shared_buffers large enough)")
     args = ap.parse_args()
     configure_logging("warning")
     if args.dsn and args.indexed:
-        asyncio.run(run_indexed(args.dsn, args.indexed, args.records, args.samples, args.reuse))
+        asyncio.run(run_indexed(args.dsn, args.indexed, args.records, args.samples, args.reuse,
+                                args.concurrency, args.seed, args.prewarm))
         return
-    with ThrowawayPostgres(fast=True) as server:
+    with ThrowawayPostgres(fast=True, settings={"shared_buffers": shared_buffers_for(args.indexed or args.records)}) as server:
         if args.indexed:
-            asyncio.run(run_indexed(server.dsn, args.indexed, args.records, args.samples))
+            asyncio.run(run_indexed(server.dsn, args.indexed, args.records, args.samples,
+                                    concurrency=args.concurrency, seed=args.seed, warm=args.prewarm))
         else:
-            asyncio.run(run(server.dsn, args.records, args.samples))
+            asyncio.run(run(server.dsn, args.records, args.samples, args.concurrency))
 
 
 if __name__ == "__main__":

@@ -331,18 +331,21 @@ class DedupHandler:
         scored = await self.score_records(items, seen)
         result.counts["scored"] += len(items)
         ids = sorted({c.record_id for c in mine})
-        async with conn.transaction():
+        # Pipeline mode: statements whose result is not read go out with the next one that is read
+        # (BEGIN and the lock with links_of, the link insert with delete_links_of, the cluster and
+        # flag writes with COMMIT), so a one-record batch makes about half the round trips.
+        async with conn.pipeline(), conn.transaction():
             await conn.execute(query("dedup_lock"), {"table": self.table})
             new_links, current = await self._revalidate(conn, ids, scored, seen)
             new_links = await self._drop_dismissed(conn, new_links, current)
             cur = await conn.execute(query("delete_links_of"), {"table": self.table, "ids": ids})
-            seeds = {r[0] for r in await cur.fetchall()}  # the batch, former partners, their cluster mates
             linked = {x.a for x in new_links} | {x.b for x in new_links}
             if new_links:
                 await conn.execute(query("insert_links"), {
                     "table": self.table, "a": [x.a for x in new_links], "b": [x.b for x in new_links],
                     "score": [x.score for x in new_links], "reasons": [jsoncodec.dumps(x.reasons) for x in new_links],
                     "summary": [x.summary for x in new_links]})
+            seeds = {r[0] for r in await cur.fetchall()}  # the batch, former partners, their cluster mates
             # The batch's links were all replaced above, so a batch record without a new link has no
             # link at all: its component is itself, no need to walk the link graph from it.
             result.counts["flags"] = await self._recluster(conn, sorted(seeds | linked), current, set(ids) - linked)
@@ -457,7 +460,8 @@ class DedupHandler:
 
     async def _recluster(self, conn: psycopg.AsyncConnection[Any], seeds: list[str],
                          known: dict[str, IndexDocument], unlinked: set[str] | frozenset[str] = frozenset()) -> int:
-        """Recompute clusters and flags of the components around ``seeds``; returns flags written.
+        """Recompute clusters and flags of the components around ``seeds``; returns flags written
+        (call in a transaction, best in pipeline mode: the writes are sent, not waited for).
 
         ``known``: documents already read under the same lock (their ids that are absent from it are
         fetched; an id in ``known`` whose record is gone is simply missing from it). ``unlinked``:
@@ -511,8 +515,8 @@ class DedupHandler:
                 flag = decide(link.score, cfg) or "potential_duplicate"
                 flags.append((m, flag, cl.original, cl.id, link))
         flags = self._keep_confirmed(flags, decided.get("duplicate", set()))
-        async with conn.pipeline():  # four writes, one round trip
-            await self._write_clusters_and_flags(conn, comp, members, flags, docs)
+        # No result is read: in the caller's pipeline the four writes go out with its COMMIT.
+        await self._write_clusters_and_flags(conn, comp, members, flags, docs)
         return len(flags)
 
     async def _write_clusters_and_flags(self, conn: psycopg.AsyncConnection[Any], comp: list[str],

@@ -75,8 +75,9 @@ ORDER BY hits.matched DESC, d.record_id;
 
 -- name: candidates_many
 -- candidates for several lookups at once: lookup qids[i] has hashed key keys[i]; exclude_ids[q] is
--- lookup q's own record (NULL for none). Ids and match counts per lookup, best first, at most
--- %(limit)s each; the documents are fetched once per distinct id with get_documents.
+-- lookup q's own record (NULL for none). Per lookup, best first, at most %(limit)s candidates: the
+-- lookup, the match count, then the document in the column order of get_documents (one round trip;
+-- a record that is a candidate of several lookups comes once per lookup).
 -- The key rows are read once through the key index (key = ANY), then joined to the lookups in memory.
 WITH q AS (
     SELECT t.qid, t.key FROM unnest(%(qids)b::integer[], %(keys)b::bigint[]) AS t(qid, key)
@@ -94,7 +95,10 @@ WITH q AS (
     FROM hits h
     WHERE h.record_id IS DISTINCT FROM (%(exclude_ids)s::text[])[h.qid + 1]
 )
-SELECT qid, record_id, matched FROM ranked WHERE rn <= %(limit)s ORDER BY qid, rn;
+SELECT r.qid, r.matched, d.record_id, d.version, d.scope, d.fields, d.signature, d.keys, d.bottomk, d.minhash
+FROM ranked r JOIN nearsync.documents d ON d.table_name = %(table)s AND d.record_id = r.record_id
+WHERE r.rn <= %(limit)s AND NOT d.deleted
+ORDER BY r.qid, r.rn;
 
 -- name: count_documents
 SELECT count(*)::bigint AS n FROM nearsync.documents WHERE table_name = %(table)s AND NOT deleted;

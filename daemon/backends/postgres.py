@@ -260,9 +260,10 @@ class PostgresBackend:
 
     async def candidates_many(self, table: str, queries: Sequence[CandidateQuery], *, min_match: int = 1,
                               limit: int = 100) -> list[list[Candidate]]:
-        """:meth:`candidates` for several lookups in two queries (ids and match counts for all of
-        them, then each distinct document once). Returns one list per query, in order; a candidate
-        deleted between the two queries is left out. Raises TransientIndexError when unreachable."""
+        """:meth:`candidates` for several lookups in one query (named ``candidates_many``: the key
+        rows of all lookups in one index scan, then the best ``limit`` per lookup with their
+        documents). Returns one list per query, in order. Raises TransientIndexError when
+        unreachable."""
         out: list[list[Candidate]] = [[] for _ in queries]
         qids: list[int] = []
         hashes: list[int] = []
@@ -273,21 +274,15 @@ class PostgresBackend:
         if not hashes or limit <= 0:
             return out
         try:
-            async with self._pool.connection() as conn:
-                cur = await conn.execute(query("candidates_many"), {
+            async with self._pool.connection() as conn, conn.cursor(binary=True) as cur:
+                await cur.execute(query("candidates_many"), {
                     "table": table, "qids": Int4Array(qids), "keys": Int8Array(hashes), "min_match": min_match,
                     "limit": limit, "exclude_ids": [q.exclude_id for q in queries]})
                 rows = await cur.fetchall()
-                async with conn.cursor(binary=True) as dcur:
-                    await dcur.execute(query("get_documents"), {"table": table,
-                                                                "record_ids": sorted({r[1] for r in rows})})
-                    docs = {r[0]: self._doc(table, r) for r in await dcur.fetchall()}
         except _TRANSIENT as e:
             raise TransientIndexError(str(e)) from e
-        for qid, rid, matched in rows:
-            doc = docs.get(rid)
-            if doc is not None:
-                out[qid].append(Candidate(rid, matched, doc))
+        for qid, matched, *doc in rows:
+            out[qid].append(Candidate(doc[0], matched, self._doc(table, doc)))
         return out
 
     async def count(self, table: str) -> int:
