@@ -162,7 +162,9 @@ def main() -> None:
     ap.add_argument("--latency-n", type=int, default=200)
     ap.add_argument("--sizes", default="10000,100000")
     ap.add_argument("--durable", action="store_true", help="fsync on (default: off, as in the tests)")
+    ap.add_argument("--concurrency", type=int, help="batches the daemon keeps in flight (default: its own, 1)")
     args = ap.parse_args()
+    extra = ["--concurrency", str(args.concurrency)] if args.concurrency else []
     sizes = [int(x) for x in args.sizes.split(",") if x]
     with ThrowawayPostgres(fast=not args.durable) as server:
         s = settings_from_mapping({"database": {"dsn": server.dsn}, "source": {"create_reference_table": True}}, env={})
@@ -180,7 +182,7 @@ def main() -> None:
                   f"p99 {lat['p99_ms']:.1f} ms, max {lat['max_ms']:.1f} ms (targets 25 / 100 ms)", flush=True)
             for size in sizes:
                 for label, mode in (("realtime", ["--batch-size", "2000"]), ("batch", ["--mode", "batch", "--window", "0.2s"])):
-                    b = bench_batch(conn, server.dsn, size, mode)
+                    b = bench_batch(conn, server.dsn, size, mode + extra)
                     print(f"{size:,}-row transaction, {label} mode: {b['seconds']:.2f} s COMMIT->all indexed, "
                           f"{b['rows_per_s']:,.0f} rows/s (target >= 10,000)", flush=True)
 
