@@ -127,7 +127,8 @@ async def score_candidates(table: str, record_id: str | None, doc: IndexDocument
     Shared by the dedup worker (through :func:`score_candidates_many`) and the check API
     (``POST /v1/check``), so a check and the later flag agree. Candidates share at least
     ``options.min_match`` keys within ``doc.scope``, capped at ``candidate_cap``; with
-    ``cross_source_only`` same-source candidates are skipped.
+    ``cross_source_only`` same-source candidates are left out by the lookup itself
+    (:func:`excluded_source`), before the cap.
 
     Args:
         table: tracked table name (``schema.table``).
@@ -141,8 +142,17 @@ async def score_candidates(table: str, record_id: str | None, doc: IndexDocument
         TransientIndexError: the index is unreachable.
     """
     cands = await backend.candidates(table, doc.keys, doc.scope, min_match=options.min_match,
-                                     limit=options.scoring.candidate_cap + 1, exclude_id=record_id)
+                                     limit=options.scoring.candidate_cap + 1, exclude_id=record_id,
+                                     exclude_source=excluded_source(doc, options))
     return score_found(record_id, doc, cands, options)
+
+
+def excluded_source(doc: IndexDocument, options: DedupOptions) -> str | None:
+    """With ``cross_source_only``, the document's own ``source`` (as text): the candidate lookup
+    leaves that source out before the cap applies, so what a record is compared with does not
+    depend on how many same-source records happen to be indexed. None otherwise."""
+    own = doc.fields.get("source")
+    return str(own) if options.cross_source_only and own is not None else None
 
 
 async def score_candidates_many(table: str, items: Sequence[tuple[str, IndexDocument]], backend: IndexBackend,
@@ -161,7 +171,7 @@ async def score_candidates_many(table: str, items: Sequence[tuple[str, IndexDocu
     for start in range(0, len(items), LOOKUP_CHUNK):
         part = items[start : start + LOOKUP_CHUNK]
         found = await backend.candidates_many(
-            table, [CandidateQuery(doc.keys, doc.scope, rid) for rid, doc in part],
+            table, [CandidateQuery(doc.keys, doc.scope, rid, excluded_source(doc, options)) for rid, doc in part],
             min_match=options.min_match, limit=options.scoring.candidate_cap + 1)
         out += [score_found(rid, doc, cands, options) for (rid, doc), cands in zip(part, found, strict=True)]
     return out

@@ -57,12 +57,17 @@ WHERE table_name = %(table)s AND record_id = ANY(%(record_ids)b::text[]) AND NOT
 
 -- name: candidates
 -- Records sharing at least %(min_match)s hashed keys (the hash folds in table and scope, so the
--- lookup is blocked by scope for free), best first, with their documents.
+-- lookup is blocked by scope for free), best first, with their documents; with %(exclude_source)s,
+-- records whose source field equals it are left out before the limit.
 WITH hits AS (
     SELECT k.record_id, count(*)::integer AS matched
     FROM nearsync.document_keys k
     WHERE k.key = ANY(%(keys)b::bigint[]) AND k.table_name = %(table)s
       AND k.record_id IS DISTINCT FROM %(exclude_id)s
+      AND (%(exclude_source)s::text IS NULL OR NOT EXISTS (
+          SELECT 1 FROM nearsync.documents s
+          WHERE s.table_name = %(table)s AND s.record_id = k.record_id
+            AND s.fields ->> 'source' = %(exclude_source)s::text))
     GROUP BY k.record_id
     HAVING count(*) >= %(min_match)s
     ORDER BY matched DESC, k.record_id
@@ -75,9 +80,11 @@ ORDER BY hits.matched DESC, d.record_id;
 
 -- name: candidates_many
 -- candidates for several lookups at once: lookup qids[i] has hashed key keys[i]; exclude_ids[q] is
--- lookup q's own record (NULL for none). Per lookup, best first, at most %(limit)s candidates: the
--- lookup, the match count, then the document in the column order of get_documents (one round trip;
--- a record that is a candidate of several lookups comes once per lookup).
+-- lookup q's own record (NULL for none); exclude_sources[q] leaves out candidates whose source field
+-- equals it (NULL: no filter; the documents are read only then). Per lookup, best first, at most
+-- %(limit)s candidates: the lookup, the match count, then the document in the column order of
+-- get_documents (one round trip; a record that is a candidate of several lookups comes once per
+-- lookup).
 -- The key rows are read once through the key index (key = ANY), then joined to the lookups in memory.
 WITH q AS (
     SELECT t.qid, t.key FROM unnest(%(qids)b::integer[], %(keys)b::bigint[]) AS t(qid, key)
@@ -94,6 +101,10 @@ WITH q AS (
            row_number() OVER (PARTITION BY h.qid ORDER BY h.matched DESC, h.record_id) AS rn
     FROM hits h
     WHERE h.record_id IS DISTINCT FROM (%(exclude_ids)s::text[])[h.qid + 1]
+      AND ((%(exclude_sources)s::text[])[h.qid + 1] IS NULL OR NOT EXISTS (
+          SELECT 1 FROM nearsync.documents s
+          WHERE s.table_name = %(table)s AND s.record_id = h.record_id
+            AND s.fields ->> 'source' = (%(exclude_sources)s::text[])[h.qid + 1]))
 )
 SELECT r.qid, r.matched, d.record_id, d.version, d.scope, d.fields, d.signature, d.keys, d.bottomk, d.minhash
 FROM ranked r JOIN nearsync.documents d ON d.table_name = %(table)s AND d.record_id = r.record_id

@@ -251,6 +251,30 @@ async def test_candidates_many_equals_one_lookup_each(backend: IndexBackend) -> 
     assert await backend.candidates_many(T, [], min_match=1) == []
 
 
+async def test_excluded_source_is_left_out_before_the_limit(backend: IndexBackend) -> None:
+    """Clean-clean matching (``dedup.cross_source_only``): the lookup drops the record's own source
+    before ``limit`` applies, so many same-source hits cannot crowd out the other source."""
+    from daemon.backends.base import CandidateQuery
+
+    keys = ["b1:a", "b2:b", "s1:c"]
+    same = [doc(f"abt{i}", 1, keys, source="abt") for i in range(6)]  # best matches, same source
+    other = [doc("buy1", 1, keys[:2], source="buy"), doc("buy2", 1, keys[:1], source="buy"),
+             doc("nosource", 1, keys[:1])]
+    await backend.write(same + other, [])
+    await settle(backend)
+    top = await backend.candidates(T, keys, {}, limit=3, exclude_id="abt0")
+    assert {c.record_id for c in top} <= {d.record_id for d in same}  # without the filter: crowded out
+    got = await backend.candidates(T, keys, {}, limit=3, exclude_id="abt0", exclude_source="abt")
+    assert [(c.record_id, c.matched) for c in got][:1] == [("buy1", 2)]
+    assert {c.record_id for c in got} == {"buy1", "buy2", "nosource"}
+    many = await backend.candidates_many(T, [CandidateQuery(keys, {}, "abt0", "abt"), CandidateQuery(keys, {}, "buy1", "buy"),
+                                             CandidateQuery(keys, {}, "abt0")], limit=3)
+    assert [c.record_id for c in many[0]] == [c.record_id for c in got]
+    assert {c.record_id for c in many[1]} <= {d.record_id for d in same} | {"nosource"} and len(many[1]) == 3
+    assert "buy2" not in {c.record_id for c in many[1]}
+    assert [c.record_id for c in many[2]] == [c.record_id for c in top]
+
+
 async def test_clear_removes_table_only(backend: IndexBackend) -> None:
     await backend.write([doc("1", 1, ["b1:a"]), doc("2", 1, ["b1:a"], table="public.shops")], [])
     await settle(backend)

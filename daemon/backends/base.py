@@ -105,12 +105,15 @@ class Candidate:
 @dataclass(frozen=True, slots=True)
 class CandidateQuery:
     """One lookup of :meth:`IndexBackend.candidates_many` (same meaning as the arguments of
-    :meth:`IndexBackend.candidates`): the record's candidate ``keys``, its ``scope`` and its own id
-    (``exclude_id``, left out of the result; ``None`` for a document not in the database)."""
+    :meth:`IndexBackend.candidates`): the record's candidate ``keys``, its ``scope``, its own id
+    (``exclude_id``, left out of the result; ``None`` for a document not in the database) and
+    ``exclude_source`` (candidates whose ``source`` field equals it, as text, are left out before
+    the limit applies; ``None``: no such filter)."""
 
     keys: Sequence[str]
     scope: Mapping[str, str]
     exclude_id: str | None = None
+    exclude_source: str | None = None
 
 
 class TransientIndexError(Exception):
@@ -164,10 +167,13 @@ class IndexBackend(Protocol):
         min_match: int = 1,
         limit: int = 100,
         exclude_id: str | None = None,
+        exclude_source: str | None = None,
     ) -> list[Candidate]:
         """Documents of ``table`` in the same ``scope`` that share at least ``min_match`` of ``keys``.
 
-        Ordered by ``matched`` descending, at most ``limit`` of them; ``exclude_id`` is left out.
+        Ordered by ``matched`` descending, at most ``limit`` of them; ``exclude_id`` is left out, and
+        so are documents whose ``source`` field equals ``exclude_source`` (as text) when it is given
+        (clean-clean matching: ``dedup.cross_source_only``), before the limit applies.
         """
 
     async def candidates_many(

@@ -245,7 +245,8 @@ class PostgresBackend:
             raise TransientIndexError(str(e)) from e
 
     async def candidates(self, table: str, keys: Sequence[str], scope: Mapping[str, str], *, min_match: int = 1,
-                         limit: int = 100, exclude_id: str | None = None) -> list[Candidate]:
+                         limit: int = 100, exclude_id: str | None = None,
+                         exclude_source: str | None = None) -> list[Candidate]:
         """Records sharing ``min_match`` hashed keys in the same scope, best first (see protocol)."""
         hashes = sorted(key_hashes(table, scope, keys))
         if not hashes:
@@ -253,7 +254,8 @@ class PostgresBackend:
         try:
             async with self._pool.connection() as conn, conn.cursor(binary=True) as cur:
                 await cur.execute(query("candidates"), {"table": table, "keys": Int8Array(hashes), "min_match": min_match,
-                                                        "limit": limit, "exclude_id": exclude_id})
+                                                        "limit": limit, "exclude_id": exclude_id,
+                                                        "exclude_source": exclude_source})
                 return [Candidate(r[0], r[8], self._doc(table, r)) for r in await cur.fetchall()]
         except _TRANSIENT as e:
             raise TransientIndexError(str(e)) from e
@@ -277,7 +279,8 @@ class PostgresBackend:
             async with self._pool.connection() as conn, conn.cursor(binary=True) as cur:
                 await cur.execute(query("candidates_many"), {
                     "table": table, "qids": Int4Array(qids), "keys": Int8Array(hashes), "min_match": min_match,
-                    "limit": limit, "exclude_ids": [q.exclude_id for q in queries]})
+                    "limit": limit, "exclude_ids": [q.exclude_id for q in queries],
+                    "exclude_sources": [q.exclude_source for q in queries]})
                 rows = await cur.fetchall()
         except _TRANSIENT as e:
             raise TransientIndexError(str(e)) from e

@@ -127,14 +127,16 @@ def delete_action(op: DeleteOp, index: str) -> dict[str, Any]:
 
 
 def candidate_query(table: str, keys: Sequence[str], scope: Mapping[str, str], *, min_match: int, limit: int,
-                    exclude_id: str | None = None, mlt_index: str | None = None) -> dict[str, Any]:
+                    exclude_id: str | None = None, mlt_index: str | None = None,
+                    exclude_source: str | None = None) -> dict[str, Any]:
     """Search body: documents of ``table`` in ``scope`` sharing at least ``min_match`` of ``keys``.
 
     Each key is its own ``constant_score`` ``should`` clause (boost 1) so ``minimum_should_match``
     counts keys and the keys part of the score is the number matched. ``mlt_index`` (the alias) adds
     a ``more_like_this`` on title/body liking the excluded record (needs ``exclude_id``); it only
     re-ranks (never required) and the excluded record is removed by ``must_not`` whatever the
-    server's ``include`` handling.
+    server's ``include`` handling. ``exclude_source`` leaves out documents of that ``source``
+    (a ``must_not`` term, so before ``size`` applies).
 
     Returns:
         The body for ``POST /{alias}/_search`` (``keys`` deduplicated; ``size`` = ``limit``).
@@ -144,12 +146,17 @@ def candidate_query(table: str, keys: Sequence[str], scope: Mapping[str, str], *
         "filter": [{"term": {"table": table}}, {"term": {"scope_key": scope_key(scope)}}],
         "must": [{"bool": {"should": should, "minimum_should_match": min_match}}],
     }
+    must_not: list[dict[str, Any]] = []
+    if exclude_source is not None:
+        must_not.append({"term": {"source": exclude_source}})
     if exclude_id is not None:
-        q["must_not"] = [{"ids": {"values": [doc_id(table, exclude_id)]}}]
+        must_not.append({"ids": {"values": [doc_id(table, exclude_id)]}})
         if mlt_index:
             q["should"] = [{"more_like_this": {
                 "fields": MLT_FIELDS, "like": [{"_index": mlt_index, "_id": doc_id(table, exclude_id)}],
                 "min_term_freq": 1, "min_doc_freq": 1, "max_query_terms": 25, "include": False}}]
+    if must_not:
+        q["must_not"] = must_not
     return {"size": limit, "version": True, "track_total_hits": False, "query": {"bool": q},
             "sort": ["_score", {"record_id": "asc"}]}
 

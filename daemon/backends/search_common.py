@@ -306,7 +306,8 @@ class SearchBackend:
 
     def _candidate_body(self, table: str, q: CandidateQuery, min_match: int, limit: int) -> dict[str, Any]:
         return B.candidate_query(table, q.keys, q.scope, min_match=min_match, limit=limit, exclude_id=q.exclude_id,
-                                 mlt_index=self.alias if self.options.more_like_this else None)
+                                 mlt_index=self.alias if self.options.more_like_this else None,
+                                 exclude_source=q.exclude_source)
 
     @staticmethod
     def _candidates_from(res: Mapping[str, Any], q: CandidateQuery, min_match: int) -> list[Candidate]:
@@ -323,15 +324,17 @@ class SearchBackend:
         return found
 
     async def candidates(self, table: str, keys: Sequence[str], scope: Mapping[str, str], *, min_match: int = 1,
-                         limit: int = 100, exclude_id: str | None = None) -> list[Candidate]:
-        """Documents of ``table`` in the same ``scope`` sharing at least ``min_match`` of ``keys``.
+                         limit: int = 100, exclude_id: str | None = None,
+                         exclude_source: str | None = None) -> list[Candidate]:
+        """Documents of ``table`` in the same ``scope`` sharing at least ``min_match`` of ``keys``
+        (and not of source ``exclude_source``, when given).
 
         ``min_match`` is raised to the ``min_should_match`` option if lower. ``matched`` is computed
         client-side from the hit's stored keys. Best first (``matched`` descending), at most ``limit``.
         With ``more_like_this`` the server's pre-selection of the top ``limit`` also weighs text
         similarity to the ``exclude_id`` record.
         """
-        q = CandidateQuery(list(keys), dict(scope), exclude_id)
+        q = CandidateQuery(list(keys), dict(scope), exclude_id, exclude_source)
         if not q.keys or limit <= 0:
             return []
         mm = self._effective_min(min_match)
