@@ -533,10 +533,12 @@ class DedupHandler:
                                         members: list[tuple[str, str, str]],
                                         flags: list[tuple[str, str, str, str, Link]],
                                         docs: dict[str, IndexDocument]) -> None:
-        """Replace the cluster rows and flags of the component ``comp`` (no result is read)."""
-        await conn.execute(query("clear_clusters"), {"table": self.table, "ids": comp})
+        """Replace the cluster rows and flags of the component ``comp`` (no result is read); rows and
+        flags that are unchanged are left as they are (no new row versions)."""
+        await conn.execute(query("clear_clusters_except"), {"table": self.table, "ids": comp,
+                                                            "keep": [m[0] for m in members]})
         if members:
-            await conn.execute(query("insert_clusters"), {
+            await conn.execute(query("upsert_clusters"), {
                 "table": self.table, "record_ids": [m[0] for m in members],
                 "cluster_ids": [m[1] for m in members], "original_ids": [m[2] for m in members]})
         await conn.execute(query("clear_flags_except"), {"table": self.table, "ids": comp,

@@ -53,13 +53,19 @@ SELECT (SELECT array_agg(id) FROM nodes) AS ids, array_agg(a) AS a, array_agg(b)
        array_agg(reasons) AS reasons, array_agg(summary) AS summary
 FROM among;
 
--- name: clear_clusters
-DELETE FROM nearsync.clusters WHERE table_name = %(table)s AND record_id = ANY(%(ids)b::text[]);
+-- name: clear_clusters_except
+-- Remove the cluster rows of the given records that are not in a cluster any more.
+DELETE FROM nearsync.clusters
+WHERE table_name = %(table)s AND record_id = ANY(%(ids)b::text[]) AND NOT (record_id = ANY(%(keep)b::text[]));
 
--- name: insert_clusters
-INSERT INTO nearsync.clusters (table_name, record_id, cluster_id, original_id)
+-- name: upsert_clusters
+-- A row whose cluster and original are unchanged is left alone (no new row version, no index
+-- entry: re-deduplicating a record of a large cluster rewrote every member's row before).
+INSERT INTO nearsync.clusters AS c (table_name, record_id, cluster_id, original_id)
 SELECT %(table)s, x.record_id, x.cluster_id, x.original_id
-FROM unnest(%(record_ids)b::text[], %(cluster_ids)b::text[], %(original_ids)b::text[]) AS x(record_id, cluster_id, original_id);
+FROM unnest(%(record_ids)b::text[], %(cluster_ids)b::text[], %(original_ids)b::text[]) AS x(record_id, cluster_id, original_id)
+ON CONFLICT (table_name, record_id) DO UPDATE SET cluster_id = excluded.cluster_id, original_id = excluded.original_id
+WHERE (c.cluster_id, c.original_id) IS DISTINCT FROM (excluded.cluster_id, excluded.original_id);
 
 -- name: clear_flags_except
 -- Remove flags of the given records that are not flagged any more.
@@ -67,7 +73,8 @@ DELETE FROM nearsync.duplicate_flags
 WHERE table_name = %(table)s AND record_id = ANY(%(ids)b::text[]) AND NOT (record_id = ANY(%(keep)b::text[]));
 
 -- name: upsert_flags
--- Idempotent: a flag whose kind and original are unchanged keeps its flagged_at.
+-- Idempotent: a flag whose kind and original are unchanged keeps its flagged_at, and a flag that
+-- is unchanged altogether is not rewritten.
 INSERT INTO nearsync.duplicate_flags AS f (table_name, record_id, flag, original_id, cluster_id, score, reasons,
                                            summary, signature_version)
 SELECT %(table)s, x.record_id, x.flag, x.original_id, x.cluster_id, x.score, x.reasons, x.summary, x.sig_version
@@ -79,7 +86,10 @@ ON CONFLICT (table_name, record_id) DO UPDATE SET
     score = excluded.score, reasons = excluded.reasons, summary = excluded.summary,
     signature_version = excluded.signature_version,
     flagged_at = CASE WHEN (f.flag, f.original_id) IS DISTINCT FROM (excluded.flag, excluded.original_id)
-                      THEN now() ELSE f.flagged_at END;
+                      THEN now() ELSE f.flagged_at END
+WHERE (f.flag, f.original_id, f.cluster_id, f.score, f.reasons, f.summary, f.signature_version)
+      IS DISTINCT FROM (excluded.flag, excluded.original_id, excluded.cluster_id, excluded.score, excluded.reasons,
+                        excluded.summary, excluded.signature_version);
 
 -- name: flags_of_table
 SELECT record_id, flag, original_id, cluster_id, score, summary, reasons FROM nearsync.duplicate_flags
