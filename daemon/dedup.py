@@ -285,10 +285,6 @@ class DedupHandler:
     table: str
     backend: IndexBackend
     options: DedupOptions
-    pairs_scored: int = 0
-    """Pairs scored since start (all batches)."""
-    cap_hits: int = 0
-    """Records whose candidate list hit the cap, since start."""
 
     async def score_records(self, items: Sequence[tuple[str, IndexDocument]],
                             seen: dict[str, IndexDocument] | None = None) -> list[Link]:
@@ -307,9 +303,7 @@ class DedupHandler:
         tally = _tally()
         if res.capped:
             log.debug("candidate cap hit", record_id=rid, cap=self.options.scoring.candidate_cap)
-            self.cap_hits += 1
             tally.capped += 1
-        self.pairs_scored += len(res.scored)
         tally.pairs += len(res.scored)
         links = []
         for sc in res.scored:
@@ -406,7 +400,6 @@ class DedupHandler:
     def _score_link(self, a: str, b: str, da: IndexDocument, db: IndexDocument) -> Link:
         """The pair (``a`` before ``b``) scored from its two documents, with their versions."""
         ps = score_pair(da.fields, da.signature, db.fields, db.signature, self.options.scoring)
-        self.pairs_scored += 1
         _tally().pairs += 1
         return Link(a, b, ps.score, ps.reasons, ps.summary(), (da.version, db.version))
 

@@ -177,11 +177,6 @@ class QueueLoop:
                                          configure=configure_session)
         self._notifier = sdnotify.SystemdNotifier()
 
-    @property
-    def queue(self) -> Queue | None:
-        """The first lane's queue client (None before the LISTEN connection registered it)."""
-        return self.lanes[0] if self.lanes else None
-
     # -- lifecycle -------------------------------------------------------------------------------
 
     def stop(self) -> None:

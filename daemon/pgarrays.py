@@ -14,6 +14,7 @@ parameters with a binary placeholder (``%(keys)b::bigint[]``).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -30,6 +31,7 @@ class _PackedArray:
     __slots__ = ("values",)
     dtype: str = ""
     elem_oid: int = 0
+    array_oid: int = 0
 
     def __init__(self, values: Iterable[int] | np.ndarray) -> None:
         self.values = np.asarray(values if isinstance(values, np.ndarray) else list(values), dtype=self.dtype)
@@ -44,10 +46,9 @@ class _PackedArray:
         n = len(self)
         if n == 0:  # ndim 0: the empty array
             return np.array([0, 0, self.elem_oid], dtype=">i4").tobytes()
-        size = np.dtype(self.dtype).itemsize
         header = np.array([1, 0, self.elem_oid, n, 1], dtype=">i4").tobytes()
-        body = np.empty(n, dtype=[("len", ">i4"), ("v", ">" + self.dtype.lstrip("<>=|"))])
-        body["len"] = size
+        body = np.empty(n, dtype=[("len", ">i4"), ("v", ">" + self.dtype)])
+        body["len"] = np.dtype(self.dtype).itemsize
         body["v"] = self.values
         return header + body.tobytes()
 
@@ -58,6 +59,7 @@ class Int8Array(_PackedArray):
     __slots__ = ()
     dtype = "i8"
     elem_oid = INT8_OID
+    array_oid = INT8_ARRAY_OID
 
 
 class Int4Array(_PackedArray):
@@ -66,23 +68,21 @@ class Int4Array(_PackedArray):
     __slots__ = ()
     dtype = "i4"
     elem_oid = INT4_OID
+    array_oid = INT4_ARRAY_OID
 
 
-class _Int8ArrayDumper(Dumper):
+class _PackedArrayDumper(Dumper):
+    """Binary dumper of a packed array; its type OID is the dumped class's ``array_oid``."""
+
     format = Format.BINARY
-    oid = INT8_ARRAY_OID
 
-    def dump(self, obj: Int8Array) -> bytes:
+    def __init__(self, cls: type, context: Any = None) -> None:
+        super().__init__(cls, context)
+        self.oid = cls.array_oid
+
+    def dump(self, obj: _PackedArray) -> bytes:
         return obj.to_binary()
 
 
-class _Int4ArrayDumper(Dumper):
-    format = Format.BINARY
-    oid = INT4_ARRAY_OID
-
-    def dump(self, obj: Int4Array) -> bytes:
-        return obj.to_binary()
-
-
-psycopg.adapters.register_dumper(Int8Array, _Int8ArrayDumper)
-psycopg.adapters.register_dumper(Int4Array, _Int4ArrayDumper)
+for _cls in (Int8Array, Int4Array):
+    psycopg.adapters.register_dumper(_cls, _PackedArrayDumper)

@@ -64,12 +64,12 @@ WITH hits AS (
     FROM nearsync.document_keys k
     WHERE k.key = ANY(%(keys)b::bigint[]) AND k.table_name = %(table)s
       AND k.record_id IS DISTINCT FROM %(exclude_id)s
-      AND (%(exclude_source)s::text IS NULL OR NOT EXISTS (
-          SELECT 1 FROM nearsync.documents s
-          WHERE s.table_name = %(table)s AND s.record_id = k.record_id
-            AND s.fields ->> 'source' = %(exclude_source)s::text))
     GROUP BY k.record_id
     HAVING count(*) >= %(min_match)s
+       AND (%(exclude_source)s::text IS NULL OR NOT EXISTS (  -- once per record, not per key row
+           SELECT 1 FROM nearsync.documents s
+           WHERE s.table_name = %(table)s AND s.record_id = k.record_id
+             AND s.fields ->> 'source' = %(exclude_source)s::text))
     ORDER BY matched DESC, k.record_id
     LIMIT %(limit)s
 )
