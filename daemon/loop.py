@@ -171,6 +171,12 @@ class QueueLoop:
         self.last_loop_at = time.monotonic()
         self.sizer = BatchSizer.for_batch_size(settings.batch_size)
         self.observer: LoopObserver | None = None
+        self._lanes_busy = 0
+        """Lanes inside a claim → process → ack cycle right now."""
+        self._claims_found = 0
+        """Claims that returned rows, ever; a lane that found nothing retries when this moves."""
+        self._lane_news = asyncio.Event()
+        """Set (and replaced) when a lane claims rows or ends a cycle; see :meth:`_drain_lane`."""
         idle_check = IdleCheck()
         self._pool = AsyncConnectionPool(dsn, min_size=1, max_size=self.concurrency + 1, open=False, timeout=10,
                                          kwargs={"autocommit": True}, check=idle_check.check, reset=idle_check.reset,
@@ -183,6 +189,7 @@ class QueueLoop:
         """Ask the loop to finish the batch in hand and return."""
         self.stopping = True
         self.wake.set()
+        self._pulse_lanes()
 
     def install_signal_handlers(self) -> None:
         """SIGTERM and SIGINT call :meth:`stop`."""
@@ -319,15 +326,37 @@ class QueueLoop:
         return sum(t.result() for t in tasks)
 
     async def _drain_lane(self, lane: int, stop_when_stopping: bool) -> int:
+        """Drain on one lane; returns rows claimed.
+
+        A lane whose claim found nothing does not give up while another lane is mid-cycle: that
+        lane's relay may hold the change-log rows (``SKIP LOCKED`` hid them) or have just moved them.
+        It waits until some lane claims rows (then claims again) or no lane is busy (then returns).
+        Waiting on claims rather than on cycles keeps two empty lanes from waking each other forever.
+        """
         total = 0
         while not (stop_when_stopping and self.stopping):
             limit = self.sizer.limit if self.settings.mode == "realtime" else self.bulk_size
-            n = await self.run_batch_with_retry(limit, lane=lane)
+            found_before = self._claims_found
+            self._lanes_busy += 1
+            try:
+                n = await self.run_batch_with_retry(limit, lane=lane)
+            finally:
+                self._lanes_busy -= 1
+                self._pulse_lanes()
             total += n
-            if n == 0:
+            if n:
+                self.tick()
+                continue
+            while self._lanes_busy and self._claims_found == found_before and not self.stopping:
+                await self._lane_news.wait()
+            if self._claims_found == found_before:
                 break
-            self.tick()
         return total
+
+    def _pulse_lanes(self) -> None:
+        """Wake every lane waiting in :meth:`_drain_lane`."""
+        news, self._lane_news = self._lane_news, asyncio.Event()
+        news.set()
 
     async def run_batch_with_retry(self, limit: int, *, lane: int = 0) -> int:
         """One claim → process → ack cycle, retried with exponential backoff on transient errors.
@@ -367,6 +396,8 @@ class QueueLoop:
             batch = await queue.claim(conn, limit)
             if not batch:
                 return 0
+            self._claims_found += 1
+            self._pulse_lanes()
             t_claim = time.perf_counter()
             try:
                 result = await self.handler.process(conn, batch)

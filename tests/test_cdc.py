@@ -184,6 +184,34 @@ async def test_a_daemon_with_three_lanes_processes_every_change_once(settings: S
     assert len({q.worker_id for q in d.loop.lanes}) == 3
 
 
+async def test_idle_lanes_join_when_another_lanes_relay_held_the_log(settings: Settings) -> None:
+    """A relay blocked mid-statement holds every change-log row; the other lanes' relays skip them
+    (SKIP LOCKED) and claim nothing. They must wait and join in, not leave one lane the whole drain."""
+    [first] = await insert_ads(settings.dsn, 1)
+    async with await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True) as c:
+        assert await relay(c) == 1  # `first` is now pending in index_tracking
+    await insert_ads(settings.dsn, 300, start=1)
+    async with await psycopg.AsyncConnection.connect(settings.dsn) as holder:
+        await holder.execute("SELECT 1 FROM nearsync.index_tracking WHERE record_id = %s FOR UPDATE", (first,))
+        async with await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True) as c:
+            await c.execute("UPDATE ads SET price = price + 1 WHERE id = %s", (int(first),))  # logged, not blocked
+        counter: list[CountInFlight] = []
+        s = with_daemon(settings, concurrency=3, batch_size=20)
+        async with running_indexer(s, wrap_backend=lambda b: counter.append(CountInFlight(b)) or counter[0]) as d:
+            async def relay_blocked() -> bool:  # one relay waits on our row lock, holding all 301 log rows
+                async with await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True) as c:
+                    cur = await c.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                                          " AND query LIKE %s", ("%change_log%",))
+                    return (await cur.fetchone())[0] == 1  # type: ignore[index]
+            await wait_until(relay_blocked)
+            await asyncio.sleep(0.3)  # the other lanes claim nothing meanwhile
+            await holder.rollback()
+            await wait_until(lambda: in_sync(settings), timeout=60)
+            await wait_until(lambda: _zero(pending(settings.dsn)))
+        assert d.loop.totals["claimed"] == d.loop.totals["acked"] == 301
+        assert counter[0].most >= 2  # the idle lanes came back once the relay went through
+
+
 class FailSecondWrite:
     """Backend wrapper counting writes (and their sizes); the second write raises a transient error once."""
 
