@@ -10,7 +10,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,11 +87,15 @@ class DocumentBuilder:
         table: the validated source table.
         params: signature parameters (``[signatures]``).
         scope: the scope kind (see :func:`scope_kind`).
+        encoder: the index backend's ``document_encoder`` (see
+            :class:`~daemon.backends.base.IndexBackend`), applied to every document built, or
+            ``None``. Picklable, so it runs in the :class:`SignaturePool` workers with the build.
     """
 
     table: SourceTable
     params: SignatureParams
     scope: str
+    encoder: Callable[[IndexDocument], IndexDocument] | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings, table: SourceTable) -> DocumentBuilder:
@@ -102,7 +106,8 @@ class DocumentBuilder:
         """One document for ``row`` at external version ``version``.
 
         Raises:
-            RecordError: the row's values cannot be signed (the message says which and why).
+            RecordError: the row's values cannot be signed, or the document cannot be encoded by
+                ``encoder`` (the message says which and why).
         """
         fields = coerce_numbers(self.table.fields_of(row))
         try:
@@ -110,7 +115,7 @@ class DocumentBuilder:
         except (ValueError, TypeError, OverflowError) as e:
             raise RecordError(f"cannot compute signature: {type(e).__name__}: {e}") from e
         record_id = str(row[self.table.settings.id_column])
-        return IndexDocument(
+        doc = IndexDocument(
             table=self.table.name,
             record_id=record_id,
             version=version,
@@ -119,6 +124,12 @@ class DocumentBuilder:
             keys=sig.keys(),
             signature=sig.to_document(),
         )
+        if self.encoder is None:
+            return doc
+        try:
+            return self.encoder(doc)
+        except (ValueError, TypeError) as e:
+            raise RecordError(f"document not serialisable: {e}") from e
 
     def build_many(self, items: list[tuple[dict[str, Any], int]]) -> list[IndexDocument | RecordError]:
         """:meth:`build` for each ``(row, version)``; a failing row yields its RecordError in place.

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import psycopg
@@ -121,6 +121,7 @@ async def build_indexer(settings: Settings, backend: IndexBackend) -> Indexer:
     """
     table = await open_source(settings)
     builder = DocumentBuilder.from_settings(settings, table)
+    builder = replace(builder, encoder=getattr(backend, "document_encoder", None))  # run with the signatures
     handler = IndexHandler(table, builder, backend)
     loop = QueueLoop(settings.require_dsn(), INDEX_QUEUE, handler, settings.daemon,
                      next_queue=DEDUP_QUEUE if dedup_enabled(settings) else None, name="nearsync.indexer",

@@ -3,16 +3,23 @@
 -- keeps their version, so a late older upsert cannot resurrect a deleted record.
 
 -- name: upsert_documents
--- The bottom-k sketch and the MinHash are kept apart from the signature jsonb, as bigint[] (array
--- literals here): result-set dedup reads 0.5 kB inline per record instead of de-TOASTing the
--- signature, and a write does not parse 128 jsonb numerics per document. NULL: not stored apart.
+-- The bottom-k sketch and the MinHash are kept apart from the signature jsonb, as bigint[]: result-set
+-- dedup reads 0.5 kB inline per record instead of de-TOASTing the signature, and a write does not
+-- parse 128 jsonb numerics per document. Each comes as one packed binary array for the whole batch,
+-- sliced per row by offset and length (length -1: NULL, not stored apart); scope, fields, signature
+-- and keys come as JSON text (daemon.backends.pg_encoding).
 INSERT INTO nearsync.documents AS d (table_name, record_id, version, deleted, scope, fields, signature, keys,
                                      bottomk, minhash, indexed_at)
-SELECT %(table)s, u.record_id, u.version, false, u.scope, u.fields, u.signature, u.keys, u.bottomk::bigint[],
-       u.minhash::bigint[], clock_timestamp()
+SELECT %(table)s, u.record_id, u.version, false, u.scope, u.fields, u.signature, u.keys,
+       CASE WHEN u.bottomk_len >= 0
+            THEN (%(bottomk)b::bigint[])[u.bottomk_off + 1 : u.bottomk_off + u.bottomk_len] END,
+       CASE WHEN u.minhash_len >= 0
+            THEN (%(minhash)b::bigint[])[u.minhash_off + 1 : u.minhash_off + u.minhash_len] END,
+       clock_timestamp()
 FROM unnest(%(record_ids)b::text[], %(versions)b::bigint[], %(scopes)b::jsonb[], %(fields)b::jsonb[],
-            %(signatures)b::jsonb[], %(keys)b::jsonb[], %(bottomks)b::text[], %(minhashes)b::text[])
-     AS u(record_id, version, scope, fields, signature, keys, bottomk, minhash)
+            %(signatures)b::jsonb[], %(keys)b::jsonb[], %(bottomk_offs)b::integer[], %(bottomk_lens)b::integer[],
+            %(minhash_offs)b::integer[], %(minhash_lens)b::integer[])
+     AS u(record_id, version, scope, fields, signature, keys, bottomk_off, bottomk_len, minhash_off, minhash_len)
 ON CONFLICT (table_name, record_id) DO UPDATE SET
     version = excluded.version, deleted = false, scope = excluded.scope, fields = excluded.fields,
     signature = excluded.signature, keys = excluded.keys, bottomk = excluded.bottomk,
@@ -35,8 +42,9 @@ DELETE FROM nearsync.document_keys WHERE table_name = %(table)s AND record_id = 
 
 -- name: copy_keys
 -- The hashed candidate keys of the documents just written, streamed as binary COPY rows
--- (key int8, table_name text, record_id text): ~33 rows per document, and COPY skips the
--- executor's unnest/INSERT ... SELECT work (10,000 documents: ~1.6 s -> ~1.1 s of key writing).
+-- (key int8, table_name text, record_id text) packed by daemon.backends.pg_encoding.key_rows_copy:
+-- ~33 rows per document, and COPY skips the executor's unnest/INSERT ... SELECT work (10,000
+-- documents: ~1.6 s -> ~1.1 s of key writing).
 COPY nearsync.document_keys (key, table_name, record_id) FROM STDIN (FORMAT BINARY);
 
 -- name: get_documents

@@ -36,6 +36,10 @@ class IndexDocument:
             the same scope values. Empty for a global scope.
         keys: candidate keys (LSH band keys, simhash block keys, super tokens), each a short str.
         signature: the serialised signature (``Signature.to_document()``), JSON-serialisable.
+        encoded: ``None``, or the form a backend writes, made ahead by that backend's
+            ``document_encoder`` (see :class:`IndexBackend`) in the indexer's signature worker
+            processes. When it is set, ``fields``, ``keys`` and ``signature`` may be empty: the
+            encoder drops them so the document crosses the process boundary as one compact object.
     """
 
     table: str
@@ -45,6 +49,7 @@ class IndexDocument:
     scope: dict[str, str] = field(default_factory=dict)
     keys: list[str] = field(default_factory=list)
     signature: dict[str, Any] = field(default_factory=dict)
+    encoded: Any = None
 
     def content_fingerprint(self) -> int:
         """A signed 64-bit xxh64 of ``fields`` as canonical JSON (sorted keys): equal while the
@@ -129,7 +134,13 @@ class PermanentIndexError(Exception):
 
 @runtime_checkable
 class IndexBackend(Protocol):
-    """The index protocol. All methods are coroutines; all may raise :class:`TransientIndexError`."""
+    """The index protocol. All methods are coroutines; all may raise :class:`TransientIndexError`.
+
+    A backend may also have a ``document_encoder`` attribute: a picklable, pure function
+    ``IndexDocument -> IndexDocument`` that returns the document with ``encoded`` set (and may drop
+    its content). The indexer then runs it in its signature worker processes, and :meth:`write`
+    gets documents whose encoding is already done. Without it, :meth:`write` gets whole documents.
+    """
 
     name: str
 

@@ -9,12 +9,10 @@ write applied (binary COPY). Queries are the named ones in ``sql/pg_index.sql``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import psycopg
-import xxhash
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from daemon.backends.base import (
@@ -26,6 +24,15 @@ from daemon.backends.base import (
     TransientIndexError,
     WriteResult,
 )
+from daemon.backends.pg_encoding import (
+    ARRAY_COLUMNS,
+    EncodedDocument,
+    encode,
+    encode_document,
+    key_hashes,
+    key_rows_copy,
+    packed_slices,
+)
 from daemon.logs import get_logger
 from daemon.pgarrays import Int4Array, Int8Array
 from daemon.pgpool import IdleCheck, configure_session
@@ -34,61 +41,6 @@ from daemon.queries import query
 log = get_logger("nearsync.backend.postgres")
 
 _TRANSIENT = (psycopg.OperationalError, PoolTimeout)
-
-
-def key_prefix(table: str, scope: Mapping[str, str]) -> bytes:
-    """``table \x1f canonical-scope-json \x1f`` as bytes: what :func:`key_hash` folds in before the key."""
-    canon = json.dumps(dict(scope), sort_keys=True, separators=(",", ":"))
-    return f"{table}\x1f{canon}\x1f".encode()
-
-
-def key_hash(prefix: bytes, key: str) -> int:
-    """Signed 64-bit xxh64 (seed 0) of ``prefix`` (from :func:`key_prefix`) followed by ``key``."""
-    h = xxhash.xxh64_intdigest(prefix + key.encode())
-    return h - (1 << 64) if h >= 1 << 63 else h
-
-
-def key_hashes(table: str, scope: Mapping[str, str], keys: Sequence[str]) -> set[int]:
-    """The distinct hashed keys (:func:`key_hash`) of ``keys`` for a document of ``table`` in ``scope``:
-    what ``nearsync.document_keys`` stores for it and what a candidate lookup asks for."""
-    prefix = key_prefix(table, scope)
-    return {key_hash(prefix, k) for k in keys}
-
-
-def _dumps(v: Any) -> str:
-    return json.dumps(v, allow_nan=False, separators=(",", ":"))
-
-
-_ARRAY_COLUMNS = ("bottomk", "minhash")
-"""Signature lists stored in ``bigint[]`` columns of their own (migrations 0007 and 0009) rather
-than in the signature jsonb."""
-
-_Row = tuple[str, str, str, str, "str | None", "str | None"]
-"""A document as ``upsert_documents`` takes it: scope, fields, signature and keys as JSON text, then
-the bottom-k and MinHash array literals (``None``: not stored apart)."""
-
-
-def _int64_literal(values: Any) -> str | None:
-    """``values`` as a PostgreSQL ``bigint[]`` literal (``"{1,2}"``), or ``None`` when it is not a
-    list or tuple of signed 64-bit ints (such a value stays in the signature jsonb)."""
-    if not isinstance(values, (list, tuple)) or not all(type(v) is int for v in values):
-        return None
-    if values and not (-(1 << 63) <= min(values) and max(values) < 1 << 63):
-        return None
-    return "{" + ",".join(map(str, values)) + "}"
-
-
-def _split_arrays(signature: Mapping[str, Any]) -> tuple[dict[str, Any], str | None, str | None]:
-    """``(signature without the lists stored apart, bottom-k literal, MinHash literal)``: each list of
-    :data:`_ARRAY_COLUMNS` that :func:`_int64_literal` can render leaves the jsonb for its column."""
-    sig = dict(signature)
-    literals = []
-    for name in _ARRAY_COLUMNS:
-        lit = _int64_literal(sig[name]) if name in sig else None
-        if lit is not None:
-            del sig[name]
-        literals.append(lit)
-    return sig, literals[0], literals[1]
 
 
 class PostgresBackend:
@@ -101,6 +53,8 @@ class PostgresBackend:
     """
 
     name = "postgres"
+    document_encoder = staticmethod(encode_document)
+    """Run by the indexer's signature workers (see :mod:`daemon.backends.pg_encoding`)."""
 
     def __init__(self, dsn: str, *, pool_size: int = 4, connect_timeout_s: float = 10.0) -> None:
         idle_check = IdleCheck()  # ping on borrow only after 1 s idle (a round trip per borrow otherwise)
@@ -127,11 +81,10 @@ class PostgresBackend:
         """
         outcomes: dict[tuple[str, str], Outcome] = {}
         errors: dict[tuple[str, str], str] = {}
-        good: list[tuple[IndexDocument, _Row]] = []
+        good: list[tuple[IndexDocument, EncodedDocument]] = []
         for d in upserts:
             try:
-                sig, bottomk, minhash = _split_arrays(d.signature)
-                good.append((d, (_dumps(d.scope), _dumps(d.fields), _dumps(sig), _dumps(d.keys), bottomk, minhash)))
+                good.append((d, d.encoded if isinstance(d.encoded, EncodedDocument) else encode(d)))
             except (TypeError, ValueError) as e:
                 outcomes[(d.table, d.record_id)] = Outcome.FAILED
                 errors[(d.table, d.record_id)] = f"document not serialisable: {e}"
@@ -158,10 +111,10 @@ class PostgresBackend:
                     raise TransientIndexError(f"postgres index unreachable: {e}") from e
         return WriteResult(outcomes, errors)
 
-    async def _write_batch(self, upserts: Sequence[tuple[IndexDocument, _Row]],
+    async def _write_batch(self, upserts: Sequence[tuple[IndexDocument, EncodedDocument]],
                            deletes: Sequence[DeleteOp]) -> dict[tuple[str, str], Outcome]:
         outcomes: dict[tuple[str, str], Outcome] = {}
-        by_table: dict[str, tuple[list[Any], list[DeleteOp]]] = {}
+        by_table: dict[str, tuple[list[tuple[IndexDocument, EncodedDocument]], list[DeleteOp]]] = {}
         for item in upserts:
             by_table.setdefault(item[0].table, ([], []))[0].append(item)
         for op in deletes:
@@ -170,17 +123,7 @@ class PostgresBackend:
             for table, (ups, dels) in by_table.items():
                 applied: set[str] = set()
                 if ups:
-                    cur = await conn.execute(query("upsert_documents"), {
-                        "table": table,
-                        "record_ids": [d.record_id for d, _ in ups],
-                        "versions": [d.version for d, _ in ups],
-                        "scopes": [j[0] for _, j in ups],
-                        "fields": [j[1] for _, j in ups],
-                        "signatures": [j[2] for _, j in ups],
-                        "keys": [j[3] for _, j in ups],
-                        "bottomks": [j[4] for _, j in ups],
-                        "minhashes": [j[5] for _, j in ups],
-                    })
+                    cur = await conn.execute(query("upsert_documents"), self._upsert_params(table, ups))
                     applied = {r[0] for r in await cur.fetchall()}
                 deleted: set[str] = set()
                 if dels:
@@ -191,13 +134,10 @@ class PostgresBackend:
                 changed = sorted(applied | deleted)
                 if changed:
                     await conn.execute(query("delete_keys"), {"table": table, "record_ids": changed})
-                won = [d for d, _ in ups if d.record_id in applied]
+                won = [(d.record_id, e.key_hashes) for d, e in ups if d.record_id in applied]
                 if won:
                     async with conn.cursor() as cur, cur.copy(query("copy_keys")) as copy:
-                        copy.set_types(["int8", "text", "text"])
-                        for d in won:
-                            for h in key_hashes(table, d.scope, d.keys):
-                                await copy.write_row((h, table, d.record_id))
+                        await copy.write(key_rows_copy(table, won))
                 for d, _ in ups:
                     outcomes[(table, d.record_id)] = Outcome.APPLIED if d.record_id in applied else Outcome.STALE
                 for op in dels:
@@ -205,12 +145,31 @@ class PostgresBackend:
         return outcomes
 
     @staticmethod
+    def _upsert_params(table: str, ups: Sequence[tuple[IndexDocument, EncodedDocument]]) -> dict[str, Any]:
+        """The parameters of ``upsert_documents``: one array per column, the two ``bigint[]``
+        columns as one packed array each with per-row offsets and lengths."""
+        encoded = [e for _, e in ups]
+        bottomk, bottomk_offs, bottomk_lens = packed_slices([e.bottomk for e in encoded])
+        minhash, minhash_offs, minhash_lens = packed_slices([e.minhash for e in encoded])
+        return {
+            "table": table,
+            "record_ids": [d.record_id for d, _ in ups],
+            "versions": Int8Array([d.version for d, _ in ups]),
+            "scopes": [e.scope for e in encoded],
+            "fields": [e.fields for e in encoded],
+            "signatures": [e.signature for e in encoded],
+            "keys": [e.keys for e in encoded],
+            "bottomk": Int8Array(bottomk), "bottomk_offs": Int4Array(bottomk_offs), "bottomk_lens": Int4Array(bottomk_lens),
+            "minhash": Int8Array(minhash), "minhash_offs": Int4Array(minhash_offs), "minhash_lens": Int4Array(minhash_lens),
+        }
+
+    @staticmethod
     def _doc(table: str, r: Sequence[Any]) -> IndexDocument:
         """A document from a row starting ``record_id, version, scope, fields, signature, keys,
         bottomk, minhash`` (the column order of ``get_documents`` and ``candidates``)."""
         record_id, version, scope, fields, signature, keys, *arrays = r[:8]
         signature = signature or {}
-        for name, value in zip(_ARRAY_COLUMNS, arrays, strict=True):  # stored apart (see upsert_documents)
+        for name, value in zip(ARRAY_COLUMNS, arrays, strict=True):  # stored apart (see upsert_documents)
             if value is not None:
                 signature[name] = list(value)
         return IndexDocument(table=table, record_id=record_id, version=version, fields=fields or {},
