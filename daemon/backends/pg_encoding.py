@@ -4,7 +4,8 @@ Encoding is pure CPU work, so the indexer runs it in its signature worker proces
 signature build (``PostgresBackend.document_encoder``, see :class:`IndexDocument.encoded
 <daemon.backends.base.IndexDocument>`): the daemon's event loop then receives one compact object per
 document and only has to send it. Encoding a 10,000-row batch this way took the daemon process
-from ~1.8 s to ~0.5 s of CPU (``bench/bench_cdc.py``; figures in the README).
+from ~1.8 s to ~0.6 s of CPU (process CPU time read from ``/proc`` around one batch; the README's
+benchmark section has the figures and ``bench/bench_cdc.py`` the throughput).
 
 * ``scope``, ``fields``, ``signature`` and ``keys`` become JSON text (orjson); a non-finite float in
   the fields is refused, as ``jsonb`` has no NaN (the rest is built by the signature code: text
