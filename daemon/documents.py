@@ -210,7 +210,17 @@ class SignaturePool:
         loop = asyncio.get_running_loop()
         size = max(1, chunk_rows)
         chunks = [items[i:i + size] for i in range(0, len(items), size)]
-        futures: list[Any] = [loop.run_in_executor(pool, self.builder.build_many, c) for c in chunks]
+        futures: list[Any] = []
+        try:
+            for c in chunks:
+                futures.append(loop.run_in_executor(pool, self.builder.build_many, c))
+        except Exception as e:  # noqa: BLE001 - the pool already knew it was broken (BrokenProcessPool on submit)
+            for f in futures:
+                f.cancel()
+            _log.warning("signature pool failed, building this batch inline", error=f"{type(e).__name__}: {e}"[:300])
+            self.close()
+            yield self.builder.build_many(items)
+            return
         try:
             for i, chunk in enumerate(chunks):
                 future, futures[i] = futures[i], None  # a part yielded is not kept here (memory)

@@ -122,6 +122,10 @@ async def _zero(aw: Any) -> bool:
     return (await aw) == 0
 
 
+async def _true(value: bool) -> bool:
+    return value
+
+
 class ChangeDuringWrite:
     """Backend wrapper that updates a record of the batch while the batch is being written."""
 
@@ -307,9 +311,12 @@ async def test_modes_share_the_same_result(settings: Settings, mode: str) -> Non
 
 
 @pytest.mark.parametrize("backend_name", ["postgres"], indirect=True)
-async def test_signature_pool_broken_by_a_killed_worker_builds_inline(settings: Settings) -> None:
+@pytest.mark.parametrize("noticed_before_submit", [True, False])
+async def test_signature_pool_broken_by_a_killed_worker_builds_inline(settings: Settings,
+                                                                      noticed_before_submit: bool) -> None:
     """A signature worker process killed with SIGKILL breaks the process pool; the batch is built
-    inline (nothing is reported as a bad row) and the next large batch gets a fresh pool."""
+    inline (nothing is reported as a bad row) and the next large batch gets a fresh pool. The pool
+    may notice before the batch is submitted (submit raises) or while it runs (its futures fail)."""
     import os
     import signal
 
@@ -327,6 +334,8 @@ async def test_signature_pool_broken_by_a_killed_worker_builds_inline(settings: 
         assert pool._pool is not None and len(first) == 40
         for proc in list(pool._pool._processes.values()):
             os.kill(proc.pid, signal.SIGKILL)
+        if noticed_before_submit:
+            await wait_until(lambda: _true(bool(pool._pool._broken)), timeout=15)
         again = await pool.build(rows)
         assert not any(isinstance(d, RecordError) for d in again)
         assert [d.record_id for d in again] == [str(i) for i in range(40)]  # type: ignore[union-attr]
