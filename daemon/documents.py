@@ -210,17 +210,7 @@ class SignaturePool:
         loop = asyncio.get_running_loop()
         size = max(1, chunk_rows)
         chunks = [items[i:i + size] for i in range(0, len(items), size)]
-        futures: list[Any] = []
-        try:
-            for c in chunks:
-                futures.append(loop.run_in_executor(pool, self.builder.build_many, c))
-        except Exception as e:  # noqa: BLE001 - the pool already knew it was broken (BrokenProcessPool on submit)
-            for f in futures:
-                f.cancel()
-            _log.warning("signature pool failed, building this batch inline", error=f"{type(e).__name__}: {e}"[:300])
-            self.close()
-            yield self.builder.build_many(items)
-            return
+        futures: list[Any] = [self._submit(loop, pool, c) for c in chunks]
         try:
             for i, chunk in enumerate(chunks):
                 future, futures[i] = futures[i], None  # a part yielded is not kept here (memory)
@@ -239,6 +229,17 @@ class SignaturePool:
             for left in futures:
                 if left is not None:
                     left.cancel()
+
+    def _submit(self, loop: Any, pool: Any, chunk: list[tuple[dict[str, Any], int]]) -> Any:
+        """``build_many(chunk)`` on ``pool`` as an asyncio future. A pool that already knows it is
+        broken (a worker killed) raises on submission; the future then carries that error, so the
+        part is handled like one whose worker died while building it (built inline)."""
+        try:
+            return loop.run_in_executor(pool, self.builder.build_many, chunk)
+        except Exception as e:  # noqa: BLE001 - BrokenProcessPool, or a pool shut down meanwhile
+            future = loop.create_future()
+            future.set_exception(e)
+            return future
 
     def start(self) -> None:
         """Start the worker processes now, in the background, rather than at the first large batch

@@ -11,7 +11,8 @@ benchmark section has the figures and ``bench/bench_cdc.py`` the throughput).
   the fields is refused, as ``jsonb`` has no NaN (the rest is built by the signature code: text
   and integers only).
 * The bottom-k sketch and the MinHash leave the signature for ``bigint[]`` columns of their own
-  (migrations 0007 and 0009), as int64 numpy arrays sent in PostgreSQL's binary array format.
+  (migrations 0007 and 0009), as native int64 bytes; a write joins them into one binary array
+  per column (:func:`packed_slices`) that the SQL slices per row.
 * The candidate keys become signed 64-bit xxh64 hashes of ``table \\x1f scope \\x1f key``
   (:func:`key_hashes`), and :func:`key_rows_copy` writes them as one binary ``COPY`` stream.
 """
