@@ -2,9 +2,9 @@
 
 * The triggers (``sql/change_log.sql``) append one row per changed record to the index-free
   ``nearsync.change_log`` in the user's transaction (one change sequence value per statement).
-* Before each claim of the index queue, :meth:`Queue.claim` relays the log into
-  ``nearsync.index_tracking`` in one statement (delete, latest change per record, upsert): repeated
-  changes of a record coalesce into one pending row, and a change is always in exactly one table.
+* :meth:`Queue.claim` of the index queue relays the log into ``nearsync.index_tracking`` in one
+  statement (delete, latest change per record, upsert, claimed at once): repeated changes of a
+  record coalesce into one pending row, and a change is always in exactly one table.
 * A worker registers an id and holds advisory lock ``(28275, id)`` on its LISTEN connection for as
   long as it lives; a claim whose holder lost its lock is claimable again, so a ``kill -9`` loses
   nothing and needs no lease timeout.
@@ -32,7 +32,7 @@ INDEX_QUEUE = "index"
 DEDUP_QUEUE = "dedup"
 CHANNELS = {INDEX_QUEUE: "nearsync", DEDUP_QUEUE: "nearsync_dedup"}
 RELAY_LIMIT = 20_000
-"""Change-log rows moved into the index queue per relay (one statement; ~0.1 s at this size)."""
+"""Change-log rows moved into the index queue per :func:`relay` (one statement; ~0.1 s at this size)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +73,11 @@ class Queue:
     async def claim(self, conn: psycopg.AsyncConnection[Any], limit: int) -> list[Claimed]:
         """Claim up to ``limit`` due rows, oldest change first (also re-claims our own leftovers).
 
-        For the index queue, first relays up to :data:`RELAY_LIMIT` change-log rows (see
-        :func:`relay`), each in its own autocommit statement.
+        For the index queue, the rows already queued come first; when they fall short of ``limit``,
+        ``relay_claim`` relays up to :data:`RELAY_LIMIT` change-log rows (all pending changes of a
+        record coalesce) and claims the oldest of them in the same statement (see
+        ``sql/tracking.sql``); should it claim none of the rows it queued, ``claim`` runs again (the
+        drain would otherwise stop short). Each statement runs in its own autocommit transaction.
 
         Returns:
             the claimed rows sorted by sequence.
@@ -82,11 +85,17 @@ class Queue:
         Raises:
             psycopg.OperationalError: the database is unreachable (the loop retries with backoff).
         """
-        if self.name == INDEX_QUEUE:
-            await relay(conn)
         async with conn.cursor(row_factory=dict_row) as cur:
             await cur.execute(query("claim"), {"queue": self.name, "worker": self.worker_id, "limit": limit})
             rows = await cur.fetchall()
+            if self.name == INDEX_QUEUE and len(rows) < limit:
+                await cur.execute(query("relay_claim"), {"worker": self.worker_id, "limit": limit - len(rows),
+                                                         "relay_limit": max(RELAY_LIMIT, limit)})
+                relayed = await cur.fetchall()
+                rows += [r for r in relayed if r["record_id"] is not None]
+                if relayed[0]["moved"] and not rows:  # it queued rows but claimed none (see relay_claim)
+                    await cur.execute(query("claim"), {"queue": self.name, "worker": self.worker_id, "limit": limit})
+                    rows = await cur.fetchall()
         out = [Claimed(r["table_name"], r["record_id"], r["op"], r["seq"], r["changed_at"], r["attempts"]) for r in rows]
         out.sort(key=lambda c: c.seq)
         return out
@@ -125,14 +134,14 @@ class Queue:
 
 async def relay(conn: psycopg.AsyncConnection[Any], limit: int = RELAY_LIMIT) -> int:
     """Move up to ``limit`` rows of ``nearsync.change_log`` into the index queue, coalesced per
-    record (named query ``relay``); safe to run from several workers at once.
+    record, claiming none (named query ``relay_claim``); safe to run from several workers at once.
 
     Returns:
         the number of log rows moved (0 when the log is empty).
     """
-    cur = await conn.execute(query("relay"), {"limit": limit})
+    cur = await conn.execute(query("relay_claim"), {"relay_limit": limit, "limit": 0, "worker": None})
     row = await cur.fetchone()
-    return int(row[0]) if row else 0
+    return int(row[-1]) if row else 0
 
 
 async def enqueue(conn: psycopg.AsyncConnection[Any], queue: str, items: Iterable[Claimed]) -> int:

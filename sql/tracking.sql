@@ -10,28 +10,43 @@ SELECT nextval('nearsync.worker_seq')::integer AS worker_id;
 -- name: lock_worker
 SELECT pg_try_advisory_lock(28275, %(worker)s) AS locked;
 
--- name: relay
--- Move up to %(limit)s change-log rows (appended by the triggers, migration 0008) into the index
--- queue in one statement: delete them, keep the latest change per record, upsert it. Moved rows are
--- skipped by concurrent relays (SKIP LOCKED), and the upsert goes in key order, so two relays never
--- deadlock; an older change never overwrites a newer pending one (a newer change that was already
--- processed makes the older one stale at the index, which keeps versions). Returns the rows moved.
+-- name: relay_claim
+-- The relay: move up to %(relay_limit)s change-log rows (appended by the triggers, migration 0008)
+-- into the index queue in one statement: delete them, keep the latest change per record, upsert it.
+-- Moved rows are skipped by concurrent relays (SKIP LOCKED), and the upsert goes in key order, so two
+-- relays never deadlock; an older change never overwrites a newer pending one (a newer change that
+-- was already processed makes the older one stale at the index, which keeps versions).
+-- The claim in the same write: the %(limit)s oldest changes queued are claimed by %(worker)s (0 and
+-- NULL: a relay alone), so such a change is written once into index_tracking rather than written by
+-- the relay and then updated by `claim` (~9 ms of the database's time per 1,000 rows); the rest are
+-- queued unclaimed. A record pending with an older change gets the new change, and the claim when it
+-- is among the %(limit)s (another worker busy with the older change then fails its version-checked
+-- ack, as it would after a relay alone). Returns the rows claimed, each with the count of log rows
+-- moved; one row of NULLs but that count when nothing was claimed.
 WITH moved AS (
     DELETE FROM nearsync.change_log c
-    WHERE c.ctid = ANY(ARRAY(SELECT l.ctid FROM nearsync.change_log l LIMIT %(limit)s FOR UPDATE SKIP LOCKED))
+    WHERE c.ctid = ANY(ARRAY(SELECT l.ctid FROM nearsync.change_log l LIMIT %(relay_limit)s FOR UPDATE SKIP LOCKED))
     RETURNING c.table_name, c.record_id, c.op, c.seq, c.changed_at
 ), latest AS (
     SELECT DISTINCT ON (table_name, record_id) table_name, record_id, op, seq, changed_at
     FROM moved ORDER BY table_name, record_id, seq DESC
+), ranked AS (
+    SELECT l.*, row_number() OVER (ORDER BY l.seq, l.table_name, l.record_id) <= %(limit)s AS mine FROM latest l
 ), queued AS (
-    INSERT INTO nearsync.index_tracking AS t (queue, table_name, record_id, op, seq, changed_at)
-    SELECT 'index', table_name, record_id, op, seq, changed_at FROM latest ORDER BY table_name, record_id
+    INSERT INTO nearsync.index_tracking AS t (queue, table_name, record_id, op, seq, changed_at, claimed_by, claimed_at)
+    SELECT 'index', table_name, record_id, op, seq, changed_at,
+           CASE WHEN mine THEN %(worker)s::integer END, CASE WHEN mine THEN clock_timestamp() END
+    FROM ranked ORDER BY table_name, record_id
     ON CONFLICT (queue, table_name, record_id) DO UPDATE SET
         op = excluded.op, seq = excluded.seq, changed_at = excluded.changed_at,
-        claimed_by = NULL, claimed_at = NULL, attempts = 0, not_before = NULL, last_error = NULL
+        claimed_by = excluded.claimed_by, claimed_at = excluded.claimed_at, attempts = 0, not_before = NULL,
+        last_error = NULL
     WHERE t.seq < excluded.seq
+    RETURNING t.table_name, t.record_id, t.op, t.seq, t.changed_at, t.attempts, t.claimed_by
 )
-SELECT count(*)::bigint AS moved FROM moved;
+SELECT c.table_name, c.record_id, c.op, c.seq, c.changed_at, c.attempts, m.moved
+FROM (SELECT count(*)::bigint AS moved FROM moved) m
+LEFT JOIN (SELECT * FROM queued WHERE claimed_by = %(worker)s) c ON true;
 
 -- name: claim
 -- Claim up to %(limit)s due rows of a queue, oldest change first. A row is claimable when nobody

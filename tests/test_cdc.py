@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from daemon.config import Settings
-from daemon.tracking import relay
+from daemon.tracking import INDEX_QUEUE, Queue, hold_worker_lock, register_worker, relay
 from tests.conftest import (
     index_state,
     pending,
@@ -79,6 +79,25 @@ async def test_repeated_changes_coalesce_into_one_pending_row(settings: Settings
         async with __import__("daemon.service", fromlist=["opened_backend"]).opened_backend(settings) as b:
             doc = (await b.get("public.ads", [rid]))[rid]
     assert doc.fields["price"] == 204.0 and doc.version == last_seq
+
+
+async def test_a_claim_relays_the_whole_log_and_claims_its_oldest_changes(settings: Settings) -> None:
+    ids = await insert_ads(settings.dsn, 30)  # 30 statements: 30 sequence values, oldest first
+    async with await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True) as c:
+        await c.execute("UPDATE ads SET price = price + 1 WHERE id = %s", (int(ids[0]),))  # now the newest change
+        one, two = await register_worker(c), await register_worker(c)
+        assert await hold_worker_lock(c, one) and await hold_worker_lock(c, two)
+        first = await Queue(INDEX_QUEUE, one).claim(c, 10)
+        assert [x.record_id for x in first] == ids[1:11]  # the oldest ten, claimed as they were relayed
+        cur = await c.execute("SELECT count(*), count(claimed_by) FROM nearsync.index_tracking")
+        assert await cur.fetchone() == (30, 10)  # the whole log relayed (coalesced); the rest unclaimed
+        cur = await c.execute("SELECT count(DISTINCT xmin::text) FROM nearsync.index_tracking")
+        assert await cur.fetchone() == (1,)  # one statement wrote them all: no claim UPDATE after the relay
+        assert await (await c.execute("SELECT count(*) FROM nearsync.change_log")).fetchone() == (0,)
+        second = await Queue(INDEX_QUEUE, two).claim(c, 25)
+        assert [x.record_id for x in second] == ids[11:] + ids[:1]
+        assert second[-1].seq > max(x.seq for x in first)  # the update, not the insert, of ids[0]
+        assert await Queue(INDEX_QUEUE, two).claim(c, 25) == second  # our own leftovers, nothing more
 
 
 async def test_update_of_untracked_column_enqueues_nothing(settings: Settings) -> None:
