@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 
-from daemon import __version__
+from daemon import __version__, heap
 from daemon.config import DEFAULT_CONCURRENCY, Settings, load_settings, parse_duration, redact_dsn
 from daemon.errors import ConfigError
 from daemon.logs import configure_logging
@@ -83,6 +83,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
         indexer.loop.install_signal_handlers()
         async with serving(indexer.loop, settings.require_dsn(), backend, indexer.table.name,
                            metrics_port_from(args.metrics_port)):
+            heap.settle()
             await indexer.loop.run()
     return 0
 
@@ -97,6 +98,7 @@ async def cmd_dedup(args: argparse.Namespace) -> int:
         loop.install_signal_handlers()
         async with serving(loop, settings.require_dsn(), backend, settings.source.qualified,
                            metrics_port_from(args.metrics_port)):
+            heap.settle()
             await loop.run()
     return 0
 

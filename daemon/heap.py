@@ -1,0 +1,29 @@
+"""Garbage-collector settings for the long-running processes (the daemon, the dedup worker and the
+signature worker processes).
+
+A 10,000-row batch allocates hundreds of thousands of short-lived objects (rows, field dicts,
+documents). With CPython's default thresholds ``(700, 10, 10)`` that means hundreds of young
+collections per batch, and every hundredth of them a full one that walks every live object,
+start-up state included. Nearly all of these objects die by reference counting, not by the
+collector, so that work finds little. Measured on 10,000 plain-sync documents: building them
+took 110–125 ms with the defaults and 62–64 ms with :func:`settle`.
+"""
+
+from __future__ import annotations
+
+import gc
+
+YOUNG_THRESHOLD = 50_000
+"""Allocations (net of frees) between young collections: CPython's default is 700."""
+
+
+def settle() -> None:
+    """Collect once, freeze what is alive (start-up state: modules, settings, pools; Python's
+    ``gc.freeze``) so later full collections skip it, and collect young objects every
+    :data:`YOUNG_THRESHOLD` net allocations instead of every 700. Reference cycles are still
+    collected, only less often. Call it once a process has finished starting.
+    """
+    gc.collect()
+    gc.freeze()
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(YOUNG_THRESHOLD, older, oldest)
