@@ -1,14 +1,16 @@
 """Benchmark of the CDC core (a script, not a test): prints figures and ratios.
 
 * realtime latency from COMMIT to visible in the index, p50/p99 over N single-row inserts;
-* batch throughput for a 10,000-row and a 100,000-row transaction (rows/s, COMMIT to all indexed);
+* batch throughput for a 10,000-row and a 100,000-row transaction (rows/s, COMMIT to all indexed),
+  with the near-duplicate signatures (the default) and as plain sync (``signatures.enabled = false``:
+  fields only, no signature or candidate key; what the reference sync tools do);
 * the triggers' write overhead: insert time with triggers ÷ without (bulk and single-row).
 
 The daemon runs as a real ``nearsync run`` subprocess against a throwaway PostgreSQL with the
 PostgreSQL index backend. Ads are generated from the Abt-Buy listings (seeded) when the data is
 present, else from built-in templates. Usage::
 
-    python bench/bench_cdc.py [--latency-n 200] [--sizes 10000,100000] [--durable]
+    python bench/bench_cdc.py [--latency-n 200] [--sizes 10000,100000] [--durable] [--signatures both]
 
 Targets on the 2-core machine: p50 ≤ 25 ms, p99 ≤ 100 ms, ≥ 10,000 rows/s, overhead ≤ 2×.
 """
@@ -20,6 +22,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -91,6 +94,7 @@ def reset(conn: psycopg.Connection) -> None:
 
 def bench_latency(conn: psycopg.Connection, dsn: str, n: int) -> dict[str, float]:
     reset(conn)
+    conn.commit()  # an open TRUNCATE would hold its locks and block the daemon's first drain
     proc = spawn(dsn)
     try:
         time.sleep(2.0)
@@ -165,10 +169,12 @@ def main() -> None:
     ap.add_argument("--sizes", default="10000,100000")
     ap.add_argument("--durable", action="store_true", help="fsync on (default: off, as in the tests)")
     ap.add_argument("--concurrency", type=int, help="batches the daemon keeps in flight (default: its own, 1)")
+    ap.add_argument("--signatures", choices=("on", "off", "both"), default="both",
+                    help="throughput runs with the signatures (on), as plain sync (off), or both (default)")
     args = ap.parse_args()
     extra = ["--concurrency", str(args.concurrency)] if args.concurrency else []
     sizes = [int(x) for x in args.sizes.split(",") if x]
-    with ThrowawayPostgres(fast=not args.durable) as server:
+    with ThrowawayPostgres(fast=not args.durable) as server, tempfile.TemporaryDirectory() as tmp:
         s = settings_from_mapping({"database": {"dsn": server.dsn}, "source": {"create_reference_table": True}}, env={})
         upgrade(s)
         with psycopg.connect(server.dsn) as conn:
@@ -179,14 +185,21 @@ def main() -> None:
                   f"{ov['bulk_ads_plain_s'] * 1000:.0f} ms without -> {ov['bulk_ratio']:.2f}x (target <= 2x)")
             print(f"trigger overhead, 1,000 single-row transactions: {ov['single_ads_s']:.2f} s vs "
                   f"{ov['single_ads_plain_s']:.2f} s -> {ov['single_ratio']:.2f}x", flush=True)
-            lat = bench_latency(conn, server.dsn, args.latency_n)
-            print(f"realtime COMMIT->indexed over {lat['n']} single-row inserts: p50 {lat['p50_ms']:.1f} ms, "
-                  f"p99 {lat['p99_ms']:.1f} ms, max {lat['max_ms']:.1f} ms (targets 25 / 100 ms)", flush=True)
-            for size in sizes:
-                for label, mode in (("realtime", ["--batch-size", "2000"]), ("batch", ["--mode", "batch", "--window", "0.2s"])):
-                    b = bench_batch(conn, server.dsn, size, mode + extra)
-                    print(f"{size:,}-row transaction, {label} mode: {b['seconds']:.2f} s COMMIT->all indexed, "
-                          f"{b['rows_per_s']:,.0f} rows/s (target >= 10,000)", flush=True)
+            if args.latency_n > 0:
+                lat = bench_latency(conn, server.dsn, args.latency_n)
+                print(f"realtime COMMIT->indexed over {lat['n']} single-row inserts: p50 {lat['p50_ms']:.1f} ms, "
+                      f"p99 {lat['p99_ms']:.1f} ms, max {lat['max_ms']:.1f} ms (targets 25 / 100 ms)", flush=True)
+            variants = [("with signatures", [])] if args.signatures in ("on", "both") else []
+            if args.signatures in ("off", "both"):
+                plain = Path(tmp) / "plain-sync.toml"
+                plain.write_text("[signatures]\nenabled = false\n")
+                variants.append(("plain sync", ["--config", str(plain)]))
+            for what, config in variants:
+                for size in sizes:
+                    for label, mode in (("realtime", ["--batch-size", "2000"]), ("batch", ["--mode", "batch", "--window", "0.2s"])):
+                        b = bench_batch(conn, server.dsn, size, mode + extra + config)
+                        print(f"{size:,}-row transaction, {label} mode, {what}: {b['seconds']:.2f} s COMMIT->all "
+                              f"indexed, {b['rows_per_s']:,.0f} rows/s (target >= 10,000)", flush=True)
 
 
 if __name__ == "__main__":

@@ -14,11 +14,12 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from daemon import heap
 from daemon.backends.base import IndexDocument
 from daemon.config import Settings
-from daemon.errors import RecordError
+from daemon.errors import ConfigError, RecordError
 from daemon.logs import get_logger
-from daemon.signatures import SignatureParams, compute_signature
+from daemon.signatures import SignatureParams, compute_signature, signatures_enabled
 from daemon.tables import SourceTable
 
 _log = get_logger("nearsync.documents")
@@ -44,6 +45,20 @@ def scope_of(fields: Mapping[str, Any], kind: str) -> dict[str, str]:
         return {}
     v = fields.get(kind)
     return {kind: "" if v is None else str(v)}
+
+
+def require_signatures(settings: Settings, what: str) -> None:
+    """Fail fast when ``what`` (a process that finds candidates by signature keys: the dedup
+    worker, the check API, an indexer feeding the dedup queue) is asked to run on a plain-sync
+    index (``signatures.enabled = false``).
+
+    Raises:
+        ConfigError: at ``signatures.enabled``, saying what needs the signatures and how to get them.
+    """
+    if not signatures_enabled(settings.signatures):
+        raise ConfigError("signatures.enabled", f"is false (plain sync: records are indexed without signatures), "
+                          f"but {what} finds candidates by their signature keys; set it to true and run "
+                          "`nearsync reindex` to sign the records already indexed")
 
 
 NUMERIC_ROLES = ("price", "lat", "lon")
@@ -90,17 +105,21 @@ class DocumentBuilder:
         encoder: the index backend's ``document_encoder`` (see
             :class:`~daemon.backends.base.IndexBackend`), applied to every document built, or
             ``None``. Picklable, so it runs in the :class:`SignaturePool` workers with the build.
+        signed: ``signatures.enabled``. ``False`` is plain sync: documents carry the fields and
+            scope, an empty signature and no candidate keys (no signature is computed).
     """
 
     table: SourceTable
     params: SignatureParams
     scope: str
     encoder: Callable[[IndexDocument], IndexDocument] | None = None
+    signed: bool = True
 
     @classmethod
     def from_settings(cls, settings: Settings, table: SourceTable) -> DocumentBuilder:
         """Validate ``[signatures]`` and ``dedup.scope`` and build. Raises ConfigError naming the key."""
-        return cls(table, SignatureParams.from_mapping(settings.signatures), scope_kind(settings))
+        return cls(table, SignatureParams.from_mapping(settings.signatures), scope_kind(settings),
+                   signed=signatures_enabled(settings.signatures))
 
     def build(self, row: Mapping[str, Any], version: int) -> IndexDocument:
         """One document for ``row`` at external version ``version``.
@@ -110,19 +129,22 @@ class DocumentBuilder:
                 ``encoder`` (the message says which and why).
         """
         fields = coerce_numbers(self.table.fields_of(row))
-        try:
-            sig = compute_signature(fields, self.params)
-        except (ValueError, TypeError, OverflowError) as e:
-            raise RecordError(f"cannot compute signature: {type(e).__name__}: {e}") from e
-        record_id = str(row[self.table.settings.id_column])
+        keys: list[str] = []
+        signature: dict[str, Any] = {}
+        if self.signed:
+            try:
+                sig = compute_signature(fields, self.params)
+            except (ValueError, TypeError, OverflowError) as e:
+                raise RecordError(f"cannot compute signature: {type(e).__name__}: {e}") from e
+            keys, signature = sig.keys(), sig.to_document()
         doc = IndexDocument(
             table=self.table.name,
-            record_id=record_id,
+            record_id=str(row[self.table.settings.id_column]),
             version=version,
             fields=fields,
             scope=scope_of(fields, self.scope),
-            keys=sig.keys(),
-            signature=sig.to_document(),
+            keys=keys,
+            signature=signature,
         )
         if self.encoder is None:
             return doc
@@ -152,6 +174,7 @@ def exit_with_parent(parent_pid: int, interval_s: float = 1.0) -> None:
     Pool workers started through the forkserver are not the daemon's children and keep their task
     queue's write end, so a daemon killed with ``kill -9`` would otherwise leave them (and the
     forkserver, which waits for them) running for ever outside a systemd control group.
+    Also settles the worker's collector (:func:`daemon.heap.settle`).
     """
     def watch() -> None:
         while True:
@@ -164,6 +187,7 @@ def exit_with_parent(parent_pid: int, interval_s: float = 1.0) -> None:
                 pass
 
     threading.Thread(target=watch, name="nearsync-exit-with-parent", daemon=True).start()
+    heap.settle()
 
 
 class SignaturePool:
@@ -174,13 +198,16 @@ class SignaturePool:
 
     Args:
         builder: the document builder (pickled once per chunk).
-        workers: worker processes (default: CPU count, at most 4).
+        workers: worker processes (default: CPU count, at most 4; none when ``builder.signed`` is
+            false: a plain-sync document costs a few µs to build, less than its trip to a worker).
         min_parallel: smallest batch worth splitting across workers.
     """
 
     def __init__(self, builder: DocumentBuilder, *, workers: int | None = None, min_parallel: int = 256) -> None:
         self.builder = builder
-        self.workers = min(4, os.cpu_count() or 1) if workers is None else workers
+        if workers is None:
+            workers = min(4, os.cpu_count() or 1) if builder.signed else 0
+        self.workers = workers
         self.min_parallel = min_parallel
         self._pool: Any = None
 
@@ -200,12 +227,30 @@ class SignaturePool:
         it are built, so the caller can write part N while later parts are still being built.
         Always yields at least one part (an empty one for no items). Close it with
         ``contextlib.aclosing`` when leaving early: parts not yet started are then cancelled.
+
+        Without a pool (``workers < 2``, e.g. plain sync), a batch of ``min_parallel`` rows or more
+        is built on a thread, one part ahead of the caller: while the caller waits on the index
+        write of part N, part N + 1 is built (the write's CPU time is the database's).
         """
-        if self.workers < 2 or len(items) < self.min_parallel:
-            yield self.builder.build_many(items)
-            return
         import asyncio
 
+        if len(items) < self.min_parallel:
+            yield self.builder.build_many(items)
+            return
+        if self.workers < 2:
+            size = max(1, chunk_rows)
+            chunks = [items[i:i + size] for i in range(0, len(items), size)]
+            loop = asyncio.get_running_loop()
+            ahead = loop.run_in_executor(None, self.builder.build_many, chunks[0])
+            try:
+                for i in range(len(chunks)):
+                    part = await ahead
+                    if i + 1 < len(chunks):
+                        ahead = loop.run_in_executor(None, self.builder.build_many, chunks[i + 1])
+                    yield part
+            finally:
+                ahead.cancel()
+            return
         pool = self._executor()
         loop = asyncio.get_running_loop()
         size = max(1, chunk_rows)

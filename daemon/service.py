@@ -18,7 +18,7 @@ from daemon.backends.base import IndexBackend, TransientIndexError
 from daemon.backends.factory import create_backend
 from daemon.config import Settings
 from daemon.dedup_config import dedup_options
-from daemon.documents import DocumentBuilder, SignaturePool
+from daemon.documents import DocumentBuilder, SignaturePool, require_signatures
 from daemon.indexer import IndexHandler
 from daemon.logs import get_logger
 from daemon.loop import QueueLoop
@@ -119,6 +119,8 @@ async def build_indexer(settings: Settings, backend: IndexBackend) -> Indexer:
     Raises:
         ConfigError, SchemaError, psycopg.OperationalError.
     """
+    if dedup_enabled(settings):
+        require_signatures(settings, "the dedup queue (dedup.enabled = true)")
     table = await open_source(settings)
     builder = DocumentBuilder.from_settings(settings, table)
     builder = replace(builder, encoder=getattr(backend, "document_encoder", None))  # run with the signatures
@@ -165,6 +167,7 @@ async def build_worker(settings: Settings, backend: IndexBackend) -> QueueLoop:
     """
     from daemon.dedup import DedupHandler
 
+    require_signatures(settings, "the dedup worker")
     table = await open_source(settings)
     options = dedup_options(settings)
     DocumentBuilder.from_settings(settings, table)  # same validation as the indexer

@@ -34,6 +34,7 @@ from daemon.api.openapi import openapi_schema
 from daemon.backends.base import TransientIndexError
 from daemon.config import Settings
 from daemon.dedup_config import dedup_options
+from daemon.documents import require_signatures
 from daemon.logs import get_logger
 from daemon.pgpool import configure_session
 from daemon.service import opened_backend
@@ -91,6 +92,7 @@ class ApiState:
         self.options = options
         self.dedup = dedup_options(settings)
         self.params = SignatureParams.from_mapping(settings.signatures)
+        require_signatures(settings, "the check API")
         self.table = settings.source.qualified
         self.roles = tuple(settings.source.fields)
         self.columns = dict(settings.source.fields)

@@ -150,6 +150,8 @@ def encode(doc: IndexDocument) -> EncodedDocument:
     Raises:
         ValueError: a non-finite float in the document. TypeError: a value JSON cannot represent.
     """
+    if not doc.signature and not doc.keys:  # plain sync (signatures.enabled = false)
+        return EncodedDocument(_json(doc.scope), strict_json(doc.fields), "{}", "[]", None, None, b"")
     sig = dict(doc.signature)
     arrays: list[bytes | None] = []
     for name in ARRAY_COLUMNS:

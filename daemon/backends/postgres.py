@@ -134,7 +134,7 @@ class PostgresBackend:
                 changed = sorted(applied | deleted)
                 if changed:
                     await conn.execute(query("delete_keys"), {"table": table, "record_ids": changed})
-                won = [(d.record_id, e.key_hashes) for d, e in ups if d.record_id in applied]
+                won = [(d.record_id, e.key_hashes) for d, e in ups if d.record_id in applied and e.key_hashes]
                 if won:
                     async with conn.cursor() as cur, cur.copy(query("copy_keys")) as copy:
                         await copy.write(key_rows_copy(table, won))

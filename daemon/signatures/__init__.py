@@ -22,7 +22,7 @@ from .extract import emails, model_numbers, model_numbers_from_words, phone_numb
 from .geo import geo_tokens, neighbours
 from .lsh import band_keys, lsh_params, s_curve, s_curve_table
 from .minhash import MINHASH_EMPTY, jaccard_from_minhash, minhash
-from .params import SIGNATURE_SCHEMA_VERSION, SignatureParams
+from .params import SIGNATURE_SCHEMA_VERSION, SignatureParams, signatures_enabled
 from ._hashing import hash64, hash_tokens
 from .shingles import ngram_hashes, sentence_shingles, shingle_hashes, word_ngrams
 from .signature import DOCUMENT_KEYS, MAX_TEXT_CHARS, Signature, TextSketch, compute_signature, text_sketch
@@ -66,6 +66,7 @@ __all__ = [
     "sentences",
     "shingle_hashes",
     "simhash",
+    "signatures_enabled",
     "simhash_from_hashes",
     "super_tokens",
     "text_sketch",

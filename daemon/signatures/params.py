@@ -13,6 +13,7 @@ Configuration shape (YAML/TOML/JSON, under ``signatures``; every key optional)::
     geohash:  {precision: 6}
     super:    {rules: [[title, geo], [model, category]], title_tokens: 3, max_per_rule: 32}
     seed: 0
+    enabled: true               # false: plain sync, documents without signatures (see signatures_enabled)
 """
 
 from __future__ import annotations
@@ -132,6 +133,23 @@ class SignatureParams:
         return _Parser(prefix).parse(d)
 
 
+def signatures_enabled(d: Mapping[str, Any] | None, prefix: str = "signatures") -> bool:
+    """Whether records are signed at all (``signatures.enabled``, default ``true``).
+
+    ``false`` is plain sync: the daemon indexes each record's fields and no signature or candidate
+    key, so neither the dedup worker nor the check API can run on that index (they refuse to
+    start). Turning it back on needs a ``nearsync reindex`` to sign the records already indexed.
+
+    Args:
+        d: the ``signatures`` section (``None`` or ``{}`` → ``True``).
+        prefix: dotted name of the section, used in error keys.
+    Raises:
+        ConfigError: ``signatures.enabled`` is not a boolean, or the section is not a mapping.
+    """
+    top = _Parser(prefix).mapping(d, prefix, tuple(_SECTIONS))
+    return _Parser.boolean(top.get("enabled", True), _Parser(prefix).key("enabled"))
+
+
 # --------------------------------------------------------------------------------------------- parsing
 
 _SECTIONS: dict[str, tuple[str, ...]] = {
@@ -144,6 +162,7 @@ _SECTIONS: dict[str, tuple[str, ...]] = {
     "geohash": ("precision",),
     "super": ("rules", "title_tokens", "max_per_rule"),
     "seed": (),
+    "enabled": (),
 }
 _FIELD_KEYS = ("language", "stem", "stopwords", "fold_accents", "synonyms")
 
@@ -214,6 +233,7 @@ class _Parser:
 
     def parse(self, d: Mapping[str, Any] | None) -> SignatureParams:
         top = self.mapping(d, self.prefix, tuple(_SECTIONS))
+        self.boolean(top.get("enabled", True), self.key("enabled"))  # read by signatures_enabled
         sect: Callable[[str], Mapping[str, Any]] = lambda name: self.mapping(top.get(name), self.key(name), _SECTIONS[name])
         fields_map = self.mapping(top.get("fields"), self.key("fields"), None)
         fields = {"title": TextOptions(), "body": TextOptions()}
