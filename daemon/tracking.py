@@ -101,8 +101,12 @@ class Queue:
         return out
 
     async def ack(self, conn: psycopg.AsyncConnection[Any], done: Iterable[Claimed]) -> None:
-        """Version-checked delete of processed rows (call inside the caller's transaction)."""
-        for table, items in _by_table(done).items():
+        """Version-checked delete of processed rows (call inside the caller's transaction: the
+        named query ``ack_plan`` sets the plan of ``ack`` for that transaction only)."""
+        by_table = _by_table(done)
+        if by_table:
+            await conn.execute(query("ack_plan"))
+        for table, items in by_table.items():
             await conn.execute(query("ack"), {"queue": self.name, "table": table,
                                               "record_ids": [c.record_id for c in items],
                                               "seqs": [c.seq for c in items]})

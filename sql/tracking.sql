@@ -72,17 +72,33 @@ FROM picked
 WHERE t.queue = picked.queue AND t.table_name = picked.table_name AND t.record_id = picked.record_id
 RETURNING t.table_name, t.record_id, t.op, t.seq, t.changed_at, t.attempts;
 
+-- name: ack_plan
+-- Before `ack`, in its transaction: see there.
+SET LOCAL enable_seqscan = off;
+
 -- name: ack
 -- Acknowledge processed rows: delete each only if its sequence is still the one we claimed. A
 -- change that arrived meanwhile bumped the sequence (and cleared the claim), so it stays pending.
--- A join on the (record_id, seq) pairs, with no `record_id = ANY(...)` filter: after a burst the
--- table's statistics still say "nearly empty" until autovacuum catches up, and the planner then
--- scanned every queued row and searched the id array linearly for each (quadratic: 1.8 s for one
--- ack of 1,700 rows with 100,000 queued; the join takes 40 ms with such statistics, and uses the
--- primary key or a hash join once they are current).
+-- One primary-key lookup per acknowledged pair, whatever the table's statistics say. Right after a
+-- burst they still describe a nearly empty table until autovacuum catches up, and the planner then
+-- joined the other way round: every queued row of the table against the whole batch (quadratic:
+-- 1.8 s for an ack of 1,700 rows with 100,000 queued as a `record_id = ANY(...)` filter; 4-10 s
+-- for acks of 1,100-2,250 rows as a plain join on the pairs; 0.2-1.2 s with the seq index, as one
+-- statement's changes share one sequence value; `auto_explain`). The lookup is by the primary key
+-- alone, in its order, with a LIMIT: it stays a subquery run per pair (not pulled up into a join the
+-- planner may reorder) that only the primary key's index serves without a sort, and `ack_plan`
+-- rules out a scan that stale statistics make look cheaper. The sequence is compared after it; the
+-- delete then goes by row address (a row changed since is not the one found, and is left).
 DELETE FROM nearsync.index_tracking t
-USING unnest(%(record_ids)b::text[], %(seqs)b::bigint[]) AS a(record_id, seq)
-WHERE t.queue = %(queue)s AND t.table_name = %(table)s AND t.record_id = a.record_id AND t.seq = a.seq;
+WHERE t.ctid = ANY(ARRAY(
+    SELECT x.ctid
+    FROM unnest(%(record_ids)b::text[], %(seqs)b::bigint[]) AS a(record_id, seq)
+    CROSS JOIN LATERAL (
+        SELECT i.ctid, i.seq FROM nearsync.index_tracking i
+        WHERE i.queue = %(queue)s AND i.table_name = %(table)s AND i.record_id = a.record_id
+        ORDER BY i.queue, i.table_name, i.record_id
+        LIMIT 1) AS x
+    WHERE x.seq = a.seq));
 
 -- name: fail
 -- Record a per-record failure: count the attempt, keep the error, back off exponentially.

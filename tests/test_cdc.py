@@ -11,7 +11,8 @@ import psycopg
 import pytest
 
 from daemon.config import Settings
-from daemon.tracking import INDEX_QUEUE, Queue, hold_worker_lock, register_worker, relay
+from daemon.queries import query
+from daemon.tracking import INDEX_QUEUE, Claimed, Queue, hold_worker_lock, register_worker, relay
 from tests.conftest import (
     index_state,
     pending,
@@ -98,6 +99,38 @@ async def test_a_claim_relays_the_whole_log_and_claims_its_oldest_changes(settin
         assert [x.record_id for x in second] == ids[11:] + ids[:1]
         assert second[-1].seq > max(x.seq for x in first)  # the update, not the insert, of ids[0]
         assert await Queue(INDEX_QUEUE, two).claim(c, 25) == second  # our own leftovers, nothing more
+
+
+async def test_the_ack_looks_each_pair_up_by_primary_key_even_with_stale_statistics(settings: Settings) -> None:
+    """Right after a burst the planner believes the queue is empty; an ack planned on that belief
+    went quadratic (every queued row against the whole batch). Its plan must not depend on it."""
+    async with await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True) as c:
+        await c.execute("ANALYZE nearsync.index_tracking")  # statistics of an empty queue
+        await c.execute("INSERT INTO ads (title, body) SELECT 'ad ' || g, 'body' FROM generate_series(1, 5000) g")
+        assert await relay(c) == 5000  # one statement: 5,000 queued changes sharing one sequence value
+        rows = await (await c.execute("SELECT record_id, seq FROM nearsync.index_tracking LIMIT 2000")).fetchall()
+        params = {"queue": "index", "table": "public.ads", "record_ids": [r[0] for r in rows], "seqs": [r[1] for r in rows]}
+        async with c.transaction():
+            await c.execute(query("ack_plan"))
+            cur = await c.execute(psycopg.sql.SQL("EXPLAIN (FORMAT JSON) ") + query("ack"), params)
+            plan = (await cur.fetchone())[0][0]["Plan"]  # type: ignore[index]
+    nodes, todo = [], [plan]
+    while todo:
+        node = todo.pop()
+        nodes.append(node)
+        todo += node.get("Plans", [])
+    reads = [(n["Node Type"], n.get("Index Name"), n.get("Index Cond", "")) for n in nodes
+             if n.get("Relation Name") == "index_tracking" and n["Node Type"] != "ModifyTable"]
+    # One lookup per pair through the whole primary key, then the delete by row address; no scan of
+    # the queue (a Seq Scan, or an index scan on the queue and table alone, as the old join did).
+    assert sorted(t for t, _, _ in reads) == ["Index Scan", "Tid Scan"], reads
+    assert [(i, "record_id" in cond) for t, i, cond in reads if t == "Index Scan"] == [("index_tracking_pkey", True)]
+    async with await psycopg.AsyncConnection.connect(settings.dsn) as c:
+        stale = [Claimed("public.ads", rid, "U", seq if k % 2 else seq - 1, None, 0)  # type: ignore[arg-type]
+                 for k, (rid, seq) in enumerate(rows)]
+        await Queue(INDEX_QUEUE, 0).ack(c, stale)
+        await c.commit()
+    assert await pending(settings.dsn) == 5000 - 1000  # the pairs whose sequence matched, and only those
 
 
 async def test_update_of_untracked_column_enqueues_nothing(settings: Settings) -> None:
