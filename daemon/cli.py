@@ -17,7 +17,8 @@ from typing import Any
 import psycopg
 
 from daemon import __version__, heap
-from daemon.config import DEFAULT_CONCURRENCY, Settings, load_settings, parse_duration, redact_dsn
+from daemon.config import (DEFAULT_CONCURRENCY, PLAIN_SYNC_CONCURRENCY, Settings, load_settings, parse_duration,
+                           redact_dsn)
 from daemon.errors import ConfigError
 from daemon.logs import configure_logging
 from daemon.pgserver import PgServerError
@@ -255,7 +256,7 @@ def _lsh_epilog() -> str:
         return ""
 
 
-def _add_loop_options(p: argparse.ArgumentParser, unit: str, concurrency: int) -> None:
+def _add_loop_options(p: argparse.ArgumentParser, unit: str, concurrency: str) -> None:
     """Options shared by the queue loops (``run`` and ``dedup``); ``concurrency``: the command's default."""
     p.add_argument("--mode", choices=["realtime", "batch"], help="default realtime ([daemon] mode)")
     p.add_argument("--window", help="batch window, e.g. 10s, 500ms, 2m ([daemon] window_s)")
@@ -294,7 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "SIGTERM/SIGINT finish the batch in hand and exit 0. Started while PostgreSQL "
                                    "or the index is down, it waits for them (logging each retry) rather than exit; "
                                    "configuration errors still exit at once.")
-    _add_loop_options(r, "rows", DEFAULT_CONCURRENCY["index"])
+    _add_loop_options(r, "rows", f"{DEFAULT_CONCURRENCY['index']}, {PLAIN_SYNC_CONCURRENCY} in plain sync")
     r.set_defaults(func=cmd_run, is_async=True)
 
     w = sub.add_parser("dedup", parents=[common], help="run the dedup worker (candidates, scoring, flags, clusters)",
@@ -303,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "clusters to PostgreSQL. Needs [dedup] enabled = true so the indexer queues "
                                    "records. Several workers may run side by side. Waits for PostgreSQL and the "
                                    "index at start, like run.")
-    _add_loop_options(w, "records", DEFAULT_CONCURRENCY["dedup"])
+    _add_loop_options(w, "records", str(DEFAULT_CONCURRENCY["dedup"]))
     w.set_defaults(func=cmd_dedup, is_async=True)
 
     g = sub.add_parser("grant-role", parents=[common], help="create/grant the daemon's least-privilege role",

@@ -145,6 +145,12 @@ DEFAULT_CONCURRENCY = {"index": 1, "dedup": 2}
 overlaps signature building with index writes inside a batch; the dedup worker waits on PostgreSQL
 for about two thirds of a batch, so a second batch in flight uses the other core (see README)."""
 
+PLAIN_SYNC_CONCURRENCY = 2
+"""Batches in flight of an indexing daemon in plain sync (``signatures.enabled = false``) when
+``[daemon] concurrency`` is unset: with nothing to sign, a batch is mostly waits on PostgreSQL
+(claim, load, write, ack), which a second batch in flight overlaps (``bench/bench_cdc.py
+--signatures off`` on 2026-11-23: 100,000 rows 9,736-11,688 rows/s with one, 14,741-15,773 with two)."""
+
 MAX_CONCURRENCY = 16
 """Upper bound of ``[daemon] concurrency`` (each batch in flight holds a connection)."""
 
@@ -164,7 +170,7 @@ class DaemonSettings:
             per attempt, capped at 30 s for the whole-batch retries.
         concurrency: batches one process keeps in flight (each claims its own rows), so one
             batch's database waits overlap another's CPU work; ``None``: the command's default
-            (:data:`DEFAULT_CONCURRENCY`).
+            (:data:`DEFAULT_CONCURRENCY`, :data:`PLAIN_SYNC_CONCURRENCY`).
     """
 
     mode: str = "realtime"
@@ -175,9 +181,14 @@ class DaemonSettings:
     retry_backoff_s: float = 0.2
     concurrency: int | None = None
 
-    def concurrency_for(self, queue: str) -> int:
-        """``concurrency``, or the default for ``queue`` (``index`` or ``dedup``) when unset."""
-        return self.concurrency or DEFAULT_CONCURRENCY.get(queue, 1)
+    def concurrency_for(self, queue: str, *, signed: bool = True) -> int:
+        """``concurrency``, or the default for ``queue`` (``index`` or ``dedup``) when unset
+        (:data:`PLAIN_SYNC_CONCURRENCY` for the index queue when ``signed`` is false)."""
+        if self.concurrency:
+            return self.concurrency
+        if queue == "index" and not signed:
+            return PLAIN_SYNC_CONCURRENCY
+        return DEFAULT_CONCURRENCY.get(queue, 1)
 
     @classmethod
     def from_mapping(cls, d: Mapping[str, Any]) -> DaemonSettings:

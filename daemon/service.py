@@ -127,7 +127,7 @@ async def build_indexer(settings: Settings, backend: IndexBackend) -> Indexer:
     handler = IndexHandler(table, builder, backend)
     loop = QueueLoop(settings.require_dsn(), INDEX_QUEUE, handler, settings.daemon,
                      next_queue=DEDUP_QUEUE if dedup_enabled(settings) else None, name="nearsync.indexer",
-                     concurrency=settings.daemon.concurrency_for(INDEX_QUEUE))
+                     concurrency=settings.daemon.concurrency_for(INDEX_QUEUE, signed=builder.signed))
     return Indexer(loop, backend, table, handler.signer)
 
 

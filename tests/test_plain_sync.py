@@ -27,6 +27,7 @@ async def test_plain_sync_indexes_fields_and_no_signature_or_key(settings: Setti
     s = plain(settings)
     async with running_indexer(s) as indexer:
         assert indexer.signer is not None and indexer.signer.workers == 0  # no worker processes to feed
+        assert indexer.loop.concurrency == 2  # two batches in flight: one's database waits overlap the other's
         ids = await insert_ads(s.dsn, 40)
         async with await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as c:
             await c.execute("UPDATE ads SET title = 'Samsung plasma 50 inch' WHERE id = %s", (int(ids[0]),))
