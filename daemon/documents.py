@@ -221,7 +221,7 @@ class SignaturePool:
     async def build_chunks(self, items: list[tuple[dict[str, Any], int]],
                            chunk_rows: int) -> AsyncIterator[list[IndexDocument | RecordError]]:
         """Documents (or RecordErrors) for ``(row, version)`` items, yielded in order as consecutive
-        parts of at most ``chunk_rows`` items (one part when the batch is built inline).
+        parts of at most ``chunk_rows`` items (one part for fewer than ``min_parallel`` items).
 
         Every part is handed to the workers at once and yielded as soon as it and the parts before
         it are built, so the caller can write part N while later parts are still being built.

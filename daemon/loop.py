@@ -8,7 +8,7 @@ a small pool. The tracking table is the source of truth and NOTIFY only a hint: 
 Modes (same code path, different flush trigger):
 * ``realtime``: on wake, claim and process micro-batches of ``batch_size`` until the queue is empty.
 * ``batch``: on wake, gather for ``window_s`` seconds, then process everything in bulks of
-  ``bulk_size``.
+  ``bulk_size`` rows (10,000 by default, split across the lanes).
 
 Transient errors (database or index down) retry the batch in hand with exponential backoff
 (tenacity) and never acknowledge anything meanwhile; per-record errors are the handler's to report
@@ -146,7 +146,9 @@ class QueueLoop:
         handler: the batch handler.
         settings: ``[daemon]`` settings (mode, window, sizes, retries).
         next_queue: queue that acknowledged ``follow_up`` rows are put on, if any.
-        bulk_size: rows per claim in batch mode.
+        bulk_size: rows in flight in batch mode, split across the lanes: each lane claims
+            ``bulk_size // concurrency`` rows at a time (at least ``batch_size``), so one large
+            transaction is worked on by every lane at once and memory stays bounded the same.
         name: logger name.
         concurrency: batches in flight at once (lanes; see the module docstring), 1 or more.
     """
@@ -159,9 +161,9 @@ class QueueLoop:
         self.handler = handler
         self.settings = settings
         self.next_queue = next_queue
-        self.bulk_size = max(bulk_size, settings.batch_size)
         self.log = get_logger(name)
         self.concurrency = max(1, concurrency)
+        self.bulk_size = max(bulk_size // self.concurrency, settings.batch_size)
         self.lanes: list[Queue] = []
         """One :class:`Queue` client (worker id) per lane; empty until the LISTEN connection is up."""
         self.wake = asyncio.Event()
