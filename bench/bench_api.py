@@ -6,7 +6,7 @@ Usage::
         [--warmup 500] [--dsn postgresql://... [--reuse]]
 
 Starts a throwaway PostgreSQL (or uses ``--dsn``, whose nearsync index is cleared), migrates, and
-writes ``--ads`` generated ads (``daemon.generator.generate_ads``) straight into the index through
+writes ``--ads`` generated ads (``daemon.evaluation.generator.generate_ads``) straight into the index through
 the backend protocol, documents built by the real ``DocumentBuilder`` in a process pool (the
 daemon's path without the trigger round trip). Then runs ``nearsync serve`` as a real uvicorn
 process on loopback and an open-loop load generator in this process:
@@ -43,10 +43,10 @@ import httpx  # noqa: E402
 import psycopg  # noqa: E402
 
 from daemon.config import settings_from_mapping  # noqa: E402
-from daemon.documents import DocumentBuilder, SignaturePool  # noqa: E402
-from daemon.generator import edit_ad, generate_ads  # noqa: E402
-from daemon.migrate import upgrade  # noqa: E402
-from daemon.pgserver import ThrowawayPostgres  # noqa: E402
+from daemon.capture.documents import DocumentBuilder, SignaturePool  # noqa: E402
+from daemon.evaluation.generator import edit_ad, generate_ads  # noqa: E402
+from daemon.ops.migrate import upgrade  # noqa: E402
+from daemon.db.throwaway import ThrowawayPostgres  # noqa: E402
 from daemon.service import open_source, opened_backend  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

@@ -9,7 +9,7 @@ Usage::
 
 Without ``--url`` an osmem-server process is started (``tests.search_server.start_osmem``) and the
 official Elasticsearch client is allowed to talk to it; without ``--dsn`` a throwaway PostgreSQL
-server is started (``daemon.pgserver.ThrowawayPostgres``) and migrated. Prints one line per backend: indexing
+server is started (``daemon.db.throwaway.ThrowawayPostgres``) and migrated. Prints one line per backend: indexing
 docs/s (``write`` batches of ``--batch``), candidate-query p50/p99 in ms (single ``candidates``
 calls, 24 keys each, ``min_match`` 2), and the ``candidates_many`` (msearch, 20 queries) per-query
 mean. Documents are synthetic but shaped like real ones (20 LSH band keys from a shared pool so
@@ -134,8 +134,8 @@ async def main(argv: list[str] | None = None) -> None:
             allow_es_client_against_osmem()
         if dsn is None and "postgres" in names:
             from daemon.config import settings_from_mapping
-            from daemon.migrate import upgrade
-            from daemon.pgserver import ThrowawayPostgres
+            from daemon.ops.migrate import upgrade
+            from daemon.db.throwaway import ThrowawayPostgres
 
             pg = ThrowawayPostgres(fast=True)
             dsn = pg.start()

@@ -35,8 +35,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.chaos.run import write_config  # noqa: E402
-from daemon.migrate import upgrade  # noqa: E402
-from daemon.pgserver import ThrowawayPostgres, free_port  # noqa: E402
+from daemon.ops.migrate import upgrade  # noqa: E402
+from daemon.db.throwaway import ThrowawayPostgres, free_port  # noqa: E402
 
 
 def peak_rss_mb(pid: int) -> float:

@@ -31,11 +31,11 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from daemon.config import settings_from_mapping  # noqa: E402
-from daemon.datasets import abt_buy, default_data_dir  # noqa: E402
-from daemon.generator import generate_ads  # noqa: E402
-from daemon.loader import parse_price  # noqa: E402
-from daemon.migrate import upgrade  # noqa: E402
-from daemon.pgserver import ThrowawayPostgres  # noqa: E402
+from daemon.evaluation.datasets import abt_buy, default_data_dir  # noqa: E402
+from daemon.evaluation.generator import generate_ads  # noqa: E402
+from daemon.evaluation.loader import parse_price  # noqa: E402
+from daemon.ops.migrate import upgrade  # noqa: E402
+from daemon.db.throwaway import ThrowawayPostgres  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 COLS = "user_id, category, title, body, price, lat, lon"

@@ -45,15 +45,15 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from daemon.config import settings_from_mapping  # noqa: E402
-from daemon.datasets import abt_buy, default_data_dir  # noqa: E402
-from daemon.generator import generate_ads  # noqa: E402
-from daemon.loader import copy_ads, parse_price  # noqa: E402
+from daemon.evaluation.datasets import abt_buy, default_data_dir  # noqa: E402
+from daemon.evaluation.generator import generate_ads  # noqa: E402
+from daemon.evaluation.loader import copy_ads, parse_price  # noqa: E402
 from daemon.logs import configure_logging  # noqa: E402
-from daemon.migrate import upgrade  # noqa: E402
-from daemon.queries import query  # noqa: E402
-from daemon.pgserver import ThrowawayPostgres  # noqa: E402
+from daemon.ops.migrate import upgrade  # noqa: E402
+from daemon.db.queries import query  # noqa: E402
+from daemon.db.throwaway import ThrowawayPostgres  # noqa: E402
 from daemon.service import build_indexer, build_worker, opened_backend  # noqa: E402
-from daemon.tracking import Claimed  # noqa: E402
+from daemon.capture.queue import Claimed  # noqa: E402
 
 
 def pct(values: list[float], q: float) -> float:

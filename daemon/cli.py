@@ -21,8 +21,8 @@ from daemon.config import (DEFAULT_CONCURRENCY, PLAIN_SYNC_CONCURRENCY, Settings
                            redact_dsn)
 from daemon.errors import ConfigError
 from daemon.logs import configure_logging
-from daemon.pgserver import PgServerError
-from daemon.tables import SchemaError
+from daemon.db.throwaway import PgServerError
+from daemon.capture.source import SchemaError
 
 EXIT_PROBLEM, EXIT_CONFIG, EXIT_SCHEMA, EXIT_UNREACHABLE = 1, 2, 3, 4
 
@@ -64,7 +64,7 @@ def _print(obj: Any, as_json: bool) -> None:
 # -- subcommands -----------------------------------------------------------------------------------
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from daemon.migrate import downgrade, upgrade
+    from daemon.ops.migrate import downgrade, upgrade
 
     settings = _settings(args)
     result = downgrade(settings, args.downgrade) if args.downgrade else upgrade(settings, args.revision)
@@ -73,7 +73,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 async def cmd_run(args: argparse.Namespace) -> int:
-    from daemon.health import metrics_port_from, serving
+    from daemon.http.health import metrics_port_from, serving
     from daemon.service import build_indexer, opened_backend, when_available
 
     settings = _settings(args)
@@ -90,7 +90,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
 
 
 async def cmd_dedup(args: argparse.Namespace) -> int:
-    from daemon.health import metrics_port_from, serving
+    from daemon.http.health import metrics_port_from, serving
     from daemon.service import build_worker, opened_backend, when_available
 
     settings = _settings(args)
@@ -105,7 +105,7 @@ async def cmd_dedup(args: argparse.Namespace) -> int:
 
 
 def cmd_grant_role(args: argparse.Namespace) -> int:
-    from daemon.roles import grant_role
+    from daemon.ops.roles import grant_role
 
     _print(grant_role(_settings(args), args.role), args.json)
     return 0
@@ -128,7 +128,7 @@ async def cmd_status(args: argparse.Namespace) -> int:
 
 async def cmd_reindex(args: argparse.Namespace) -> int:
     from daemon.backends.base import PermanentIndexError
-    from daemon.reindex import reindex, rollback, verify
+    from daemon.ops.reindex import reindex, rollback, verify
     from daemon.service import opened_backend
 
     settings = _settings(args)
@@ -152,7 +152,7 @@ async def cmd_reindex(args: argparse.Namespace) -> int:
 
 
 async def cmd_deadletter(args: argparse.Namespace) -> int:
-    from daemon.deadletters import list_dead, purge_dead, retry_dead
+    from daemon.ops.deadletters import list_dead, purge_dead, retry_dead
 
     settings = _settings(args)
     ids = args.ids or None
@@ -173,8 +173,8 @@ async def cmd_deadletter(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from daemon.datasets import abt_buy, default_data_dir, parse_mapping
-    from daemon.evaluate import evaluate, export_feedback, load_labelled
+    from daemon.evaluation.datasets import abt_buy, default_data_dir, parse_mapping
+    from daemon.evaluation.evaluate import evaluate, export_feedback, load_labelled
 
     if args.feedback:
         if not args.dsn:
@@ -212,8 +212,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    from daemon.api.app import create_app
-    from daemon.api.config import ApiOptions, parse_api_keys
+    from daemon.http.app import create_app
+    from daemon.http.options import ApiOptions, parse_api_keys
 
     settings = _settings(args)
     settings.require_dsn()
@@ -229,7 +229,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from daemon.demo import run_demo
+    from daemon.evaluation.demo import run_demo
 
     return run_demo(data_dir=args.data, limit=args.limit, dsn=args.dsn, backend=args.backend)
 

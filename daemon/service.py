@@ -17,14 +17,14 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exp
 from daemon.backends.base import IndexBackend, TransientIndexError
 from daemon.backends.factory import create_backend
 from daemon.config import Settings
-from daemon.dedup_config import dedup_options
-from daemon.documents import DocumentBuilder, SignaturePool, require_signatures
-from daemon.indexer import IndexHandler
+from daemon.dedup.settings import dedup_options
+from daemon.capture.documents import DocumentBuilder, SignaturePool, require_signatures
+from daemon.capture.indexer import IndexHandler
 from daemon.logs import get_logger
-from daemon.loop import QueueLoop
-from daemon.queries import query
-from daemon.tables import SourceTable, inspect_source
-from daemon.tracking import DEDUP_QUEUE, INDEX_QUEUE
+from daemon.capture.loop import QueueLoop
+from daemon.db.queries import query
+from daemon.capture.source import SourceTable, inspect_source
+from daemon.capture.queue import DEDUP_QUEUE, INDEX_QUEUE
 
 T = TypeVar("T")
 _log = get_logger("nearsync.service")
@@ -165,7 +165,7 @@ async def build_worker(settings: Settings, backend: IndexBackend) -> QueueLoop:
     Raises:
         ConfigError, SchemaError, psycopg.OperationalError.
     """
-    from daemon.dedup import DedupHandler
+    from daemon.dedup.worker import DedupHandler
 
     require_signatures(settings, "the dedup worker")
     table = await open_source(settings)

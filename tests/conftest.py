@@ -24,9 +24,9 @@ import psycopg
 import pytest
 
 from daemon.config import DaemonSettings, Settings, settings_from_mapping
-from daemon.migrate import upgrade
-from daemon.pgserver import ThrowawayPostgres
-from daemon.queries import query
+from daemon.ops.migrate import upgrade
+from daemon.db.throwaway import ThrowawayPostgres
+from daemon.db.queries import query
 from daemon.service import Indexer, build_indexer, opened_backend
 
 REPO = Path(__file__).resolve().parents[1]

@@ -20,9 +20,9 @@ import httpx
 import psycopg
 import pytest
 
-from daemon.api.app import create_app
-from daemon.api.config import ApiOptions, parse_api_keys
-from daemon.api.dedup_set import group_sketches, shared_value_counts
+from daemon.http.app import create_app
+from daemon.http.options import ApiOptions, parse_api_keys
+from daemon.http.dedup_set import group_sketches, shared_value_counts
 from daemon.config import Settings
 from daemon.service import opened_backend
 from daemon.errors import ConfigError

@@ -11,8 +11,8 @@ import psycopg
 import pytest
 
 from daemon.config import Settings
-from daemon.queries import query
-from daemon.tracking import INDEX_QUEUE, Claimed, Queue, hold_worker_lock, register_worker, relay
+from daemon.db.queries import query
+from daemon.capture.queue import INDEX_QUEUE, Claimed, Queue, hold_worker_lock, register_worker, relay
 from tests.conftest import (
     index_state,
     pending,
@@ -372,7 +372,7 @@ async def test_signature_pool_broken_by_a_killed_worker_builds_inline(settings: 
     import os
     import signal
 
-    from daemon.documents import DocumentBuilder, SignaturePool
+    from daemon.capture.documents import DocumentBuilder, SignaturePool
     from daemon.errors import RecordError
     from daemon.service import open_source
 

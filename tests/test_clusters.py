@@ -1,10 +1,10 @@
-"""Tests of daemon.clusters: components, splitting of weakly bridged groups, stable ids."""
+"""Tests of daemon.dedup.clusters: components, splitting of weakly bridged groups, stable ids."""
 
 from __future__ import annotations
 
 import itertools
 
-from daemon.clusters import Cluster, build_clusters, cluster_id, membership, respect_cannot_links
+from daemon.dedup.clusters import Cluster, build_clusters, cluster_id, membership, respect_cannot_links
 
 
 def order(i: int) -> tuple[str, int]:

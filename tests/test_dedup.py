@@ -10,10 +10,10 @@ import pytest
 
 from daemon.backends.base import DeleteOp, Outcome
 from daemon.config import Settings
-from daemon.reindex import reindex
+from daemon.ops.reindex import reindex
 from daemon.service import opened_backend
 from daemon.signatures import SIGNATURE_SCHEMA_VERSION
-from daemon.tracking import relay
+from daemon.capture.queue import relay
 from tests.conftest import (
     flags,
     queues_empty,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from daemon.cli import main
-from daemon.generator import generate_ads
+from daemon.evaluation.generator import generate_ads
 
 
 def write_labelled(tmp: Path, n: int = 120) -> tuple[Path, Path, set[tuple[str, str]]]:

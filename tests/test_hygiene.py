@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import slow_enabled
 
 from daemon.config import Settings
-from daemon.queries import query
+from daemon.db.queries import query
 from tests.conftest import pending, running_indexer, wait_until
 from tests.test_cdc import in_sync
 

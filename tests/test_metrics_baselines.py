@@ -1,8 +1,8 @@
-"""Tests of daemon.baselines on tiny hand-made data."""
+"""Tests of daemon.evaluation.baselines on tiny hand-made data."""
 
 from __future__ import annotations
 
-from daemon.baselines import (
+from daemon.evaluation.baselines import (
     levenshtein_title_pairs, minhash_lsh_pairs, simhash_pairs, tune_minhash_lsh, word_shingles,
 )
 

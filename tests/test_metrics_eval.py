@@ -1,10 +1,10 @@
-"""Tests of daemon.metrics_eval on small hand-computed examples."""
+"""Tests of daemon.evaluation.measures on small hand-computed examples."""
 
 from __future__ import annotations
 
 import pytest
 
-from daemon.metrics_eval import (
+from daemon.evaluation.measures import (
     PRF, adjusted_rand_index, bcubed, clusters_from_pairs, normalise_pairs, pair_prf,
     transitive_closure,
 )

@@ -11,12 +11,12 @@ from typing import Any
 import psycopg
 import pytest
 
-from daemon.api.moderation import word_diff
+from daemon.http.moderation import word_diff
 from daemon.cli import main as cli_main
 from daemon.config import Settings
 from daemon.service import opened_backend
-from daemon.evaluate import export_feedback
-from daemon.reindex import reindex
+from daemon.evaluation.evaluate import export_feedback
+from daemon.ops.reindex import reindex
 from tests.conftest import flags, running_indexer, running_worker, with_dedup
 from tests.test_api import CAMERA, CAMERA_EDIT, api_client, serve_process
 from tests.test_dedup import EDITED, ORIGINAL, add, settle

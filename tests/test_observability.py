@@ -23,9 +23,9 @@ import pytest
 from bench.chaos.run import write_config
 from daemon.cli import main
 from daemon.config import Settings
-from daemon.loop import BatchSizer
-from daemon.migrate import upgrade
-from daemon.pgserver import ThrowawayPostgres, free_port
+from daemon.capture.loop import BatchSizer
+from daemon.ops.migrate import upgrade
+from daemon.db.throwaway import ThrowawayPostgres, free_port
 from daemon.service import status
 from tests.conftest import (
     REPO,

@@ -18,10 +18,10 @@ import pytest
 from bench.bench_backpressure import descendants
 from daemon.cli import main
 from daemon.config import Settings
-from daemon.migrate import current_revision, downgrade, head_revision, upgrade
-from daemon.reindex import reindex, verify
+from daemon.ops.migrate import current_revision, downgrade, head_revision, upgrade
+from daemon.ops.reindex import reindex, verify
 from daemon.service import opened_backend, status
-from daemon.tables import SchemaError, inspect_source
+from daemon.capture.source import SchemaError, inspect_source
 from tests.conftest import (
     REPO,
     index_state,

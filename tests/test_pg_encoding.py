@@ -20,8 +20,8 @@ from daemon.backends.pg_encoding import (
     packed_slices,
 )
 from daemon.backends.postgres import PostgresBackend
-from daemon.documents import DocumentBuilder
-from daemon.migrate import upgrade
+from daemon.capture.documents import DocumentBuilder
+from daemon.ops.migrate import upgrade
 from tests.conftest import make_settings
 from tests.test_search_backend import T, doc
 
@@ -37,7 +37,7 @@ def test_key_rows_copy_is_read_back_by_copy(fresh_db: str) -> None:
 
 
 def test_packed_slices_are_cut_back_by_the_server(fresh_db: str) -> None:
-    from daemon.pgarrays import Int4Array, Int8Array
+    from daemon.db.arrays import Int4Array, Int8Array
 
     arrays = [[5, 6, 7], None, [], [2**63 - 1], None]
     flat, offs, lens = packed_slices([None if a is None else np.array(a, dtype=np.int64).tobytes() for a in arrays])

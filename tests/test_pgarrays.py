@@ -1,4 +1,4 @@
-"""Packed integer arrays (daemon.pgarrays) and the orjson codec (daemon.jsoncodec) against a real
+"""Packed integer arrays (daemon.db.arrays) and the orjson codec (daemon.db.jsoncodec) against a real
 PostgreSQL: what is sent is what the server reads back."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import numpy as np
 import psycopg
 import pytest
 
-from daemon import jsoncodec
-from daemon.pgarrays import Int4Array, Int8Array
-from daemon.pgpool import configure_session
+from daemon.db import jsoncodec
+from daemon.db.arrays import Int4Array, Int8Array
+from daemon.db.pool import configure_session
 
 EDGES = [0, 1, -1, 2**63 - 1, -(2**63), 123456789012345, -98765]
 

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
-from daemon.pgpool import IdleCheck
+from daemon.db.pool import IdleCheck
 
 
 async def _pid(pool: AsyncConnectionPool) -> int:

@@ -8,10 +8,10 @@ from dataclasses import replace
 import psycopg
 import pytest
 
-from daemon.api.app import ApiState
-from daemon.api.config import ApiOptions
+from daemon.http.app import ApiState
+from daemon.http.options import ApiOptions
 from daemon.config import Settings
-from daemon.documents import DocumentBuilder, SignaturePool
+from daemon.capture.documents import DocumentBuilder, SignaturePool
 from daemon.errors import ConfigError
 from daemon.service import build_indexer, build_worker, open_source, opened_backend
 from daemon.signatures import SignatureParams, signatures_enabled

@@ -20,10 +20,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from daemon import search_admin as A
+from daemon.backends import search_admin as A
 from daemon.config import Settings
-from daemon.migrate import upgrade
-from daemon.reindex import reindex, verify
+from daemon.ops.migrate import upgrade
+from daemon.ops.reindex import reindex, verify
 from daemon.service import opened_backend
 from tests.conftest import REPO, index_state, make_settings, pending, table_state, wait_until
 

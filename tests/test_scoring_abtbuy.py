@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.metrics_eval import pair_prf
+from daemon.evaluation.measures import pair_prf
 from daemon.scoring import ScoringConfig, decide, score_matrix
 from daemon.signatures import SignatureParams, compute_signature
 
@@ -120,7 +120,7 @@ def test_scorer_on_abt_buy(abt_buy, scored) -> None:
 
 
 def test_baselines_on_abt_buy(abt_buy, scored) -> None:
-    from daemon.baselines import levenshtein_title_pairs, simhash_pairs, tune_minhash_lsh
+    from daemon.evaluation.baselines import levenshtein_title_pairs, simhash_pairs, tune_minhash_lsh
 
     recs, true, _ = abt_buy
     records = [(k, f["title"], f["body"]) for k, (f, _) in recs.items()]

@@ -72,7 +72,7 @@ async def backend(backend_name: str, request: pytest.FixtureRequest) -> AsyncIte
         be: IndexBackend = create_search_backend(backend_name, search_options(url))
     else:
         from daemon.backends.factory import create_backend
-        from daemon.migrate import upgrade
+        from daemon.ops.migrate import upgrade
         from tests.conftest import make_settings
 
         s = make_settings(request.getfixturevalue("fresh_db"))
@@ -376,7 +376,7 @@ async def test_unreachable_is_transient_then_recovers(search_backend_name: str, 
 
 
 async def test_alias_swap_atomic_and_prune(sbackend: SearchBackend) -> None:
-    from daemon import search_admin as A
+    from daemon.backends import search_admin as A
 
     c, alias = sbackend.client, sbackend.alias
     await sbackend.write([doc(str(i), 1, ["b1:a"]) for i in range(20)], [])
@@ -414,7 +414,7 @@ async def test_alias_swap_atomic_and_prune(sbackend: SearchBackend) -> None:
 
 
 async def test_rebuild_dual_write_via_next_alias(sbackend: SearchBackend) -> None:
-    from daemon import search_admin as A
+    from daemon.backends import search_admin as A
 
     c, alias = sbackend.client, sbackend.alias
     await sbackend.write([doc("old", 1, ["b1:a"])], [])
@@ -538,7 +538,7 @@ async def test_real_cluster_roundtrip(name: str, env: str) -> None:
         assert await be.count(T) == 2
         assert [c.record_id for c in await be.candidates(T, ["b1:a", "s1:b"], {}, min_match=2, exclude_id="1")] == ["2"]
     finally:
-        from daemon import search_admin as A
+        from daemon.backends import search_admin as A
 
         for v in await A.list_versions(be.client, be.alias):
             await be.client.request("DELETE", f"/{v.name}")

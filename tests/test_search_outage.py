@@ -12,9 +12,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from daemon import search_admin as A
+from daemon.backends import search_admin as A
 from daemon.config import Settings
-from daemon.reindex import verify
+from daemon.ops.reindex import verify
 from daemon.service import opened_backend
 from tests.conftest import index_state, pending, running_indexer, table_state, wait_until
 from tests.test_cdc import insert_ads

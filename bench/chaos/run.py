@@ -2,7 +2,7 @@
 
 Runs two ``nearsync run`` daemons and two ``nearsync dedup`` workers as real subprocesses (a
 supervisor restarts any that exit, as systemd would) against a private throwaway PostgreSQL, while a
-seeded load generator (:mod:`daemon.generator`: realistic ads with known reposts) inserts, edits,
+seeded load generator (:mod:`daemon.evaluation.generator`: realistic ads with known reposts) inserts, edits,
 deactivates and deletes ads and writes a poison record (price ``'call me'`` in a text price column,
 which the document builder rejects) every ``poison_every`` inserts. Faults, one at a time in a
 seeded order:
@@ -67,10 +67,10 @@ from typing import Any
 import psycopg
 
 from daemon.config import Settings, settings_from_mapping
-from daemon.generator import edit_ad, generate_ads
-from daemon.migrate import upgrade
-from daemon.pgserver import ThrowawayPostgres
-from daemon.queries import query
+from daemon.evaluation.generator import edit_ad, generate_ads
+from daemon.ops.migrate import upgrade
+from daemon.db.throwaway import ThrowawayPostgres
+from daemon.db.queries import query
 from daemon.service import opened_backend
 
 REPO = Path(__file__).resolve().parents[2]

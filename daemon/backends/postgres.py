@@ -34,9 +34,9 @@ from daemon.backends.pg_encoding import (
     packed_slices,
 )
 from daemon.logs import get_logger
-from daemon.pgarrays import Int4Array, Int8Array
-from daemon.pgpool import IdleCheck, configure_session
-from daemon.queries import query
+from daemon.db.arrays import Int4Array, Int8Array
+from daemon.db.pool import IdleCheck, configure_session
+from daemon.db.queries import query
 
 log = get_logger("nearsync.backend.postgres")
 

@@ -9,7 +9,7 @@ from :mod:`daemon.backends.search_bodies`; the adapters (:mod:`daemon.backends.e
 
 Writes go to the alias (``options.index``) with external versions, plus to any *extra write targets*
 (dual write during a rebuild, see :meth:`SearchBackend.set_extra_write_targets` and
-:func:`daemon.search_admin.begin_rebuild`). Every :meth:`SearchBackend.write` first re-reads the
+:func:`daemon.backends.search_admin.begin_rebuild`). Every :meth:`SearchBackend.write` first re-reads the
 aliases of the version indices (one ``GET /<alias>_v*/_alias``), so a rebuild started by another
 process is dual-written from the very next batch (no pickup delay: a change claimed after
 ``begin_rebuild`` returned always reaches the new version), and an alias that vanished (the index
@@ -123,7 +123,7 @@ class SearchBackend:
         options: validated :class:`~daemon.backends.search.SearchOptions`.
 
     Attributes:
-        client: the adapter, for :mod:`daemon.search_admin` functions.
+        client: the adapter, for :mod:`daemon.backends.search_admin` functions.
         alias: the alias read and written (``options.index``).
     """
 
@@ -148,7 +148,7 @@ class SearchBackend:
             TransientIndexError: server unreachable. PermanentIndexError: e.g. bad credentials, or
                 a concrete index named like the alias.
         """
-        from daemon import search_admin
+        from daemon.backends import search_admin
 
         live = await search_admin.ensure_index(self.client, self.alias)
         await self.refresh_write_targets()
@@ -179,10 +179,10 @@ class SearchBackend:
         """Re-read the aliases of the version indices (one request) and set the dual-write targets.
 
         The indices of the rebuild alias ``{alias}_next`` (set by
-        :func:`daemon.search_admin.begin_rebuild`), minus those the main alias points to, become the
+        :func:`daemon.backends.search_admin.begin_rebuild`), minus those the main alias points to, become the
         extra write targets (unless :meth:`set_extra_write_targets` was called). If no version index
         carries the main alias any more (the index was wiped), it is recreated with
-        :func:`daemon.search_admin.ensure_index` and a warning ``index_alias_recreated`` is logged.
+        :func:`daemon.backends.search_admin.ensure_index` and a warning ``index_alias_recreated`` is logged.
 
         Returns:
             The extra write targets.
@@ -190,7 +190,7 @@ class SearchBackend:
         Raises:
             TransientIndexError: server unreachable. PermanentIndexError: the alias cannot be recreated.
         """
-        from daemon import search_admin
+        from daemon.backends import search_admin
 
         versions = await search_admin.list_versions(self.client, self.alias)
         if not any(v.live for v in versions):

@@ -104,7 +104,7 @@ class FieldSpec:
 
 @dataclass(frozen=True, slots=True)
 class ClusterConfig:
-    """Cluster splitting settings (see :func:`daemon.clusters.build_clusters`).
+    """Cluster splitting settings (see :func:`daemon.dedup.clusters.build_clusters`).
 
     Attributes:
         max_size: a connected component with more members is split (>= 2).

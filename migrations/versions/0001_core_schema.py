@@ -6,7 +6,7 @@ Revises:
 
 from alembic import op
 
-from daemon.queries import script
+from daemon.db.queries import script
 
 revision = "0001"
 down_revision = None

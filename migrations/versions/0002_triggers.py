@@ -5,7 +5,7 @@ Revises: 0001
 """
 
 from alembic import op
-from daemon.queries import script
+from daemon.db.queries import script
 
 revision = "0002"
 down_revision = "0001"
@@ -25,7 +25,7 @@ def upgrade(settings=None) -> None:
     if src.create_reference_table:
         op.execute(script("reference_ads"))
     conn = op.get_bind().connection.driver_connection
-    from daemon.tables import attach_source
+    from daemon.capture.source import attach_source
 
     attach_source(conn, src)
 

@@ -6,7 +6,7 @@ Revises: 0002
 
 from alembic import op
 
-from daemon.queries import script
+from daemon.db.queries import script
 
 revision = "0003"
 down_revision = "0002"
@@ -18,7 +18,7 @@ def upgrade(settings=None) -> None:
     """Create the dedup tables and the ``nearsync.flagged_records`` view for the source table."""
     op.execute(script("schema_dedup"))
     if settings is not None:
-        from daemon.tables import create_flag_view
+        from daemon.capture.source import create_flag_view
 
         create_flag_view(op.get_bind().connection.driver_connection, settings.source)
 

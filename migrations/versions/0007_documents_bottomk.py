@@ -6,7 +6,7 @@ Revises: 0006
 
 from alembic import op
 
-from daemon.queries import script
+from daemon.db.queries import script
 
 revision = "0007"
 down_revision = "0006"

@@ -1,6 +1,6 @@
 """``/metrics``, ``/healthz`` and ``/readyz`` on one HTTP port for the daemon and the worker.
 
-* ``/metrics``: Prometheus text format (:class:`daemon.metrics.LoopMetrics`); the database-wide
+* ``/metrics``: Prometheus text format (:class:`daemon.http.metrics.LoopMetrics`); the database-wide
   gauges are re-read at most once a second, on scrape.
 * ``/healthz``: 200 while the process is alive and its loop turns (``QueueLoop.last_loop_at``
   younger than ``max_stall_s``, env ``NEARSYNC_HEALTH_MAX_STALL_S``, default 60 s), else 503. The
@@ -30,9 +30,9 @@ from aiohttp import web
 
 from daemon.backends.base import IndexBackend
 from daemon.logs import get_logger
-from daemon.loop import QueueLoop, env_number
-from daemon.metrics import LoopMetrics
-from daemon.queries import query
+from daemon.capture.loop import QueueLoop, env_number
+from daemon.http.metrics import LoopMetrics
+from daemon.db.queries import query
 
 log = get_logger("nearsync.health")
 

@@ -11,7 +11,7 @@ record there, in its acknowledging transaction):
    the score does not depend on which side was processed);
 4. in one transaction under a per-table advisory lock, the record's links (pairs scoring at least
    ``potential_threshold``) are replaced, and the connected component(s) around it — old and new —
-   are re-clustered (:func:`daemon.clusters.build_clusters`: union-find, Leiden split of large or
+   are re-clustered (:func:`daemon.dedup.clusters.build_clusters`: union-find, Leiden split of large or
    sparse components). Every non-original member gets a flag pointing at its cluster's original
    (earliest ``created_at``, then id); members no longer linked lose theirs.
 
@@ -29,15 +29,15 @@ from typing import Any
 
 import psycopg
 
-from daemon import jsoncodec
+from daemon.db import jsoncodec
 from daemon.backends.base import Candidate, CandidateQuery, IndexBackend, IndexDocument
-from daemon.clusters import build_clusters, respect_cannot_links
-from daemon.dedup_config import DedupOptions
+from daemon.dedup.clusters import build_clusters, respect_cannot_links
+from daemon.dedup.settings import DedupOptions
 from daemon.logs import get_logger
-from daemon.loop import BatchResult
-from daemon.queries import query
+from daemon.capture.loop import BatchResult
+from daemon.db.queries import query
 from daemon.scoring import PairScore, decide, score_pair
-from daemon.tracking import Claimed
+from daemon.capture.queue import Claimed
 
 log = get_logger("nearsync.dedup")
 
@@ -275,7 +275,7 @@ def _tally() -> Tally:
 
 @dataclass
 class DedupHandler:
-    """:class:`daemon.loop.BatchHandler` for the ``dedup`` queue.
+    """:class:`daemon.capture.loop.BatchHandler` for the ``dedup`` queue.
 
     Args:
         table: the tracked table name (``schema.table``). backend: an opened index backend.
@@ -428,7 +428,7 @@ class DedupHandler:
     @staticmethod
     def _without_dismissed_joins(links: list[Link], dismissed: set[tuple[str, str]]) -> list[Link]:
         """``links`` less those that would put a dismissed pair into one cluster through other
-        records (:func:`~daemon.clusters.respect_cannot_links`)."""
+        records (:func:`~daemon.dedup.clusters.respect_cannot_links`)."""
         if len(links) < 2 or not dismissed:
             return links
         kept = {(a, b) for a, b, _ in respect_cannot_links([(x.a, x.b, x.score) for x in links], dismissed)}

@@ -30,8 +30,8 @@ import psycopg
 from psycopg.rows import dict_row
 
 from daemon.backends.base import IndexBackend
-from daemon.dedup import canonical
-from daemon.queries import query
+from daemon.dedup.worker import canonical
+from daemon.db.queries import query
 
 ACTIONS = {"confirm": "duplicate", "dismiss": "not_duplicate"}
 

@@ -31,7 +31,7 @@ import psycopg
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from psycopg.rows import dict_row
 
-from daemon.queries import query
+from daemon.db.queries import query
 
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900)
 SIZE_BUCKETS = (1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 25_000)

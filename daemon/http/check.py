@@ -1,9 +1,9 @@
 """``POST /v1/check``: would this ad be flagged? The dedup worker's code on a document not in the database.
 
 The candidate ad (JSON object keyed by field role) becomes an :class:`IndexDocument` exactly as
-:meth:`daemon.documents.DocumentBuilder.build` makes one from a row (``coerce_numbers``,
+:meth:`daemon.capture.documents.DocumentBuilder.build` makes one from a row (``coerce_numbers``,
 ``compute_signature``, ``scope_of``), its candidates come from the index through the backend
-protocol and each pair is scored by :func:`daemon.dedup.score_candidates` (``score_pair`` +
+protocol and each pair is scored by :func:`daemon.dedup.worker.score_candidates` (``score_pair`` +
 ``decide``), the function the worker uses, so a check and the flag written after the ad is
 inserted agree.
 """
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from daemon.backends.base import IndexBackend, IndexDocument
-from daemon.dedup import score_candidates
-from daemon.dedup_config import DedupOptions
-from daemon.documents import NUMERIC_ROLES, coerce_numbers, scope_of
+from daemon.dedup.worker import score_candidates
+from daemon.dedup.settings import DedupOptions
+from daemon.capture.documents import NUMERIC_ROLES, coerce_numbers, scope_of
 from daemon.errors import RecordError
 from daemon.signatures import SignatureParams, compute_signature
 

@@ -8,7 +8,7 @@ by the page's processing, so an older read can never overwrite a newer change. T
 is checkpointed in ``nearsync.job_checkpoints``, so an interrupted reindex resumes where it stopped.
 
 On the PostgreSQL backend the rebuild is in place. On the search backends (Elasticsearch,
-OpenSearch) it is a zero-downtime rebuild into a new index version (see :mod:`daemon.search_admin`):
+OpenSearch) it is a zero-downtime rebuild into a new index version (see :mod:`daemon.backends.search_admin`):
 
 1. ``begin_rebuild`` creates ``<alias>_v{N+1}`` and points ``<alias>_next`` at it (resuming reuses
    the version ``<alias>_next`` already points to; starting over deletes it first);
@@ -39,14 +39,14 @@ import psycopg
 from psycopg.rows import dict_row
 from tqdm import tqdm
 
-from daemon import search_admin
+from daemon.backends import search_admin
 from daemon.backends.base import IndexBackend
 from daemon.config import Settings
 from daemon.errors import ConfigError
-from daemon.queries import query
+from daemon.db.queries import query
 from daemon.service import build_indexer
-from daemon.tables import SourceTable, load_rows
-from daemon.tracking import INDEX_QUEUE
+from daemon.capture.source import SourceTable, load_rows
+from daemon.capture.queue import INDEX_QUEUE
 
 
 def _job(table: SourceTable) -> str:

@@ -18,13 +18,13 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, pool
 
 from daemon.config import Settings
-from daemon.queries import query
-from daemon.tables import attach_source, create_flag_view
+from daemon.db.queries import query
+from daemon.capture.source import attach_source, create_flag_view
 
 
 def migrations_dir() -> Path:
     """The Alembic script directory (source checkout, or ``daemon/_migrations`` in a wheel)."""
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parents[1]  # the daemon package
     for candidate in (here.parent / "migrations", here / "_migrations"):
         if (candidate / "env.py").is_file():
             return candidate

@@ -19,7 +19,7 @@ from psycopg.rows import dict_row
 
 from daemon.config import SourceSettings
 from daemon.errors import ConfigError, NearsyncError
-from daemon.queries import query
+from daemon.db.queries import query
 
 _INT_TYPES = {"int2", "int4", "int8"}
 _TEXT_TYPES = {"text", "varchar", "bpchar"}
@@ -112,8 +112,8 @@ def json_safe(v: Any) -> Any:
 
 
 def _head_revision() -> str:
-    """The newest migration shipped with this nearsync (imported late: daemon.migrate imports us)."""
-    from daemon.migrate import head_revision_id
+    """The newest migration shipped with this nearsync (imported late: daemon.ops.migrate imports us)."""
+    from daemon.ops.migrate import head_revision_id
 
     return head_revision_id()
 

@@ -8,7 +8,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from daemon.config import Settings
-from daemon.queries import query
+from daemon.db.queries import query
 
 
 async def list_dead(settings: Settings, *, limit: int = 100) -> list[dict[str, Any]]:

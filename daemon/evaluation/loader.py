@@ -8,7 +8,7 @@ from typing import Any
 
 import psycopg
 
-from daemon.queries import query
+from daemon.db.queries import query
 
 COPY_COLUMNS = ("user", "category", "title", "body", "price", "lat", "lon", "source")
 

@@ -20,7 +20,7 @@ from daemon.config import Settings
 from daemon.errors import ConfigError, RecordError
 from daemon.logs import get_logger
 from daemon.signatures import SignatureParams, compute_signature, signatures_enabled
-from daemon.tables import SourceTable
+from daemon.capture.source import SourceTable
 
 _log = get_logger("nearsync.documents")
 
@@ -31,7 +31,7 @@ def scope_kind(settings: Settings) -> str:
     Raises:
         ConfigError: an invalid ``[dedup]`` table (the key is named).
     """
-    from daemon.dedup_config import dedup_options
+    from daemon.dedup.settings import dedup_options
 
     return dedup_options(settings).scoring.scope
 

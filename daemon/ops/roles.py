@@ -16,7 +16,7 @@ from psycopg import sql
 
 from daemon.config import Settings
 from daemon.errors import ConfigError
-from daemon.queries import query
+from daemon.db.queries import query
 
 PASSWORD_ENV = "NEARSYNC_ROLE_PASSWORD"
 

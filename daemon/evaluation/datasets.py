@@ -43,7 +43,7 @@ def default_data_dir() -> Path | None:
     env = os.environ.get("NEARSYNC_DATA")
     if env:
         return Path(env) if Path(env).is_dir() else None
-    here = Path(__file__).resolve().parents[1]
+    here = Path(__file__).resolve().parents[2]
     for candidate in (here.parent / "shared" / "data", Path.cwd().parent / "shared" / "data", Path.cwd() / "shared" / "data"):
         if candidate.is_dir():
             return candidate

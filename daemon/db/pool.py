@@ -21,13 +21,13 @@ import psycopg
 from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool
 
-from daemon import jsoncodec
-from daemon.queries import query
+from daemon.db import jsoncodec
+from daemon.db.queries import query
 
 
 async def configure_session(conn: psycopg.AsyncConnection[Any]) -> None:
     """Pool ``configure`` callback for a new connection: parse ``json``/``jsonb`` with orjson
-    (:func:`daemon.jsoncodec.loads`; the dedup worker reads thousands of documents and links per
+    (:func:`daemon.db.jsoncodec.loads`; the dedup worker reads thousands of documents and links per
     batch), and apply ``session_settings`` (JIT off: the planner over-estimates a recursive CTE by
     orders of magnitude and PostgreSQL then spent ~180 ms compiling a ~20 ms statement at
     1,000,000 records).

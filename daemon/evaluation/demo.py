@@ -18,14 +18,14 @@ import psycopg
 
 from daemon.backends.base import IndexBackend
 from daemon.config import Settings, redact_dsn, settings_from_mapping
-from daemon.datasets import Dataset, Record, abt_buy, default_data_dir
-from daemon.generator import generate_ads
-from daemon.loader import copy_ads, key_to_id
+from daemon.evaluation.datasets import Dataset, Record, abt_buy, default_data_dir
+from daemon.evaluation.generator import generate_ads
+from daemon.evaluation.loader import copy_ads, key_to_id
 from daemon.logs import configure_logging
-from daemon.migrate import upgrade
-from daemon.pgserver import ThrowawayPostgres
-from daemon.queries import query
-from daemon.evaluate import PRODUCT_PROFILE, evaluate
+from daemon.ops.migrate import upgrade
+from daemon.db.throwaway import ThrowawayPostgres
+from daemon.db.queries import query
+from daemon.evaluation.evaluate import PRODUCT_PROFILE, evaluate
 from daemon.service import build_indexer, build_worker, opened_backend
 
 TABLE = "public.ads"

@@ -24,7 +24,7 @@ def sql_dir() -> Path:
     Raises:
         FileNotFoundError: neither exists (a broken install).
     """
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parents[1]  # the daemon package
     for candidate in (here.parent / "sql", here / "_sql"):
         if candidate.is_dir():
             return candidate

@@ -23,7 +23,7 @@ from rapidfuzz import fuzz, process
 from rapidfuzz.utils import default_process
 from simhash import Simhash
 
-from daemon.metrics_eval import PRF, pair_prf
+from daemon.evaluation.measures import PRF, pair_prf
 
 Record = tuple[Hashable, str | None, str | None]
 _WORD = re.compile(r"\w+", re.UNICODE)

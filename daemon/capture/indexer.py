@@ -21,19 +21,19 @@ from typing import Any
 import psycopg
 
 from daemon.backends.base import DeleteOp, IndexBackend, IndexDocument, Outcome
-from daemon.documents import DocumentBuilder, SignaturePool
+from daemon.capture.documents import DocumentBuilder, SignaturePool
 from daemon.errors import RecordError
 from daemon.logs import get_logger
-from daemon.loop import TRANSIENT_ERRORS, BatchResult, env_number
-from daemon.tables import SourceTable, load_rows
-from daemon.tracking import Claimed
+from daemon.capture.loop import TRANSIENT_ERRORS, BatchResult, env_number
+from daemon.capture.source import SourceTable, load_rows
+from daemon.capture.queue import Claimed
 
 _log = get_logger("nearsync.indexer")
 
 
 @dataclass
 class IndexHandler:
-    """:class:`daemon.loop.BatchHandler` for the ``index`` queue.
+    """:class:`daemon.capture.loop.BatchHandler` for the ``index`` queue.
 
     Args:
         table: the source table. builder: document builder. backend: an opened index backend.
@@ -115,7 +115,7 @@ class IndexHandler:
             true when a transient error stopped the writes after at least one part was written:
             the records of the parts not written have no outcome.
         Raises:
-            a transient error (see :data:`daemon.loop.TRANSIENT_ERRORS`) before anything was written.
+            a transient error (see :data:`daemon.capture.loop.TRANSIENT_ERRORS`) before anything was written.
         """
         outcomes: dict[tuple[str, str], Outcome] = {}
         errors: dict[tuple[str, str], str] = {}

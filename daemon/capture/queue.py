@@ -26,7 +26,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from daemon.queries import query
+from daemon.db.queries import query
 
 INDEX_QUEUE = "index"
 DEDUP_QUEUE = "dedup"

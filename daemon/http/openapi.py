@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.api.config import ApiOptions
+from daemon.http.options import ApiOptions
 
 _NUMERIC = {"price", "lat", "lon"}
 

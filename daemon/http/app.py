@@ -26,17 +26,17 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from daemon.api.check import Checker, InvalidInput
-from daemon.api.config import ApiOptions
-from daemon.api.dedup_set import SetDeduplicator, SignatureCache
-from daemon.api.moderation import DecisionError, back_url, decide_pair, load_queue, render_page
-from daemon.api.openapi import openapi_schema
+from daemon.http.check import Checker, InvalidInput
+from daemon.http.options import ApiOptions
+from daemon.http.dedup_set import SetDeduplicator, SignatureCache
+from daemon.http.moderation import DecisionError, back_url, decide_pair, load_queue, render_page
+from daemon.http.openapi import openapi_schema
 from daemon.backends.base import TransientIndexError
 from daemon.config import Settings
-from daemon.dedup_config import dedup_options
-from daemon.documents import require_signatures
+from daemon.dedup.settings import dedup_options
+from daemon.capture.documents import require_signatures
 from daemon.logs import get_logger
-from daemon.pgpool import configure_session
+from daemon.db.pool import configure_session
 from daemon.service import opened_backend
 from daemon.signatures import SignatureParams
 

@@ -31,12 +31,12 @@ import psycopg
 
 from daemon.config import Settings, settings_from_mapping
 from daemon.errors import ConfigError
-from daemon.datasets import Dataset, Record, read_pairs_csv, read_records_csv
-from daemon.loader import copy_ads, key_to_id
-from daemon.metrics_eval import adjusted_rand_index, bcubed, clusters_from_pairs, pair_prf, transitive_closure
-from daemon.migrate import upgrade
-from daemon.pgserver import ThrowawayPostgres
-from daemon.queries import query
+from daemon.evaluation.datasets import Dataset, Record, read_pairs_csv, read_records_csv
+from daemon.evaluation.loader import copy_ads, key_to_id
+from daemon.evaluation.measures import adjusted_rand_index, bcubed, clusters_from_pairs, pair_prf, transitive_closure
+from daemon.ops.migrate import upgrade
+from daemon.db.throwaway import ThrowawayPostgres
+from daemon.db.queries import query
 from daemon.service import build_indexer, build_worker, opened_backend
 
 #: The dedup/signature profile for product listings used by the demo and by default here: model
@@ -143,7 +143,7 @@ async def _run_pipeline(settings: Settings, ds: Dataset, *, progress: bool) -> d
 
 
 def _baselines(ds: Dataset, truth: set[tuple[str, str]], source: dict[str, Any], cross: bool) -> dict[str, Any]:
-    from daemon.baselines import levenshtein_title_pairs, minhash_lsh_pairs, simhash_pairs, tune_minhash_lsh
+    from daemon.evaluation.baselines import levenshtein_title_pairs, minhash_lsh_pairs, simhash_pairs, tune_minhash_lsh
 
     recs = [(r.key, r.fields.get("title"), r.fields.get("body")) for r in ds.records]
 

@@ -48,9 +48,9 @@ from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential
 from daemon.backends.base import TransientIndexError
 from daemon.config import DaemonSettings
 from daemon.logs import get_logger
-from daemon.pgpool import IdleCheck, configure_session
-from daemon.queries import query
-from daemon.tracking import Claimed, Queue, enqueue, hold_worker_lock, register_worker
+from daemon.db.pool import IdleCheck, configure_session
+from daemon.db.queries import query
+from daemon.capture.queue import Claimed, Queue, enqueue, hold_worker_lock, register_worker
 
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     psycopg.OperationalError, PoolTimeout, TransientIndexError, ConnectionError, TimeoutError)
@@ -103,7 +103,7 @@ class BatchSizer:
 
 
 class LoopObserver(Protocol):
-    """What the loop reports to (see :class:`daemon.metrics.LoopMetrics`)."""
+    """What the loop reports to (see :class:`daemon.http.metrics.LoopMetrics`)."""
 
     def observe_batch(self, *, claimed: int, done_lags_s: Sequence[float], failed: int, dead: int,
                       counts: dict[str, int], duration_s: float, limit: int) -> None:

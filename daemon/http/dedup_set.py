@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from daemon.api.check import InvalidInput, build_document, validate_ad
+from daemon.http.check import InvalidInput, build_document, validate_ad
 from daemon.backends.base import IndexBackend
 from daemon.signatures import SignatureParams, bottomk_similar
 
