@@ -32,7 +32,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from daemon.backends.base import IndexDocument  # noqa: E402
-from daemon.backends.search import create_search_backend  # noqa: E402
+from daemon.backends.factory import create_search_backend  # noqa: E402
 from daemon.backends.base import CandidateQuery  # noqa: E402
 
 T = "public.ads"

@@ -123,7 +123,7 @@ async def build_indexer(settings: Settings, backend: IndexBackend) -> Indexer:
         require_signatures(settings, "the dedup queue (dedup.enabled = true)")
     table = await open_source(settings)
     builder = DocumentBuilder.from_settings(settings, table)
-    builder = replace(builder, encoder=getattr(backend, "document_encoder", None))  # run with the signatures
+    builder = replace(builder, encoder=backend.document_encoder)  # run with the signatures
     handler = IndexHandler(table, builder, backend)
     loop = QueueLoop(settings.require_dsn(), INDEX_QUEUE, handler, settings.daemon,
                      next_queue=DEDUP_QUEUE if dedup_enabled(settings) else None, name="nearsync.indexer",

@@ -53,7 +53,7 @@ def backends_under_test() -> list[str]:
     osmem-server test server and the backend module are present."""
     names = ["postgres"]
     try:
-        import daemon.backends.search  # noqa: F401
+        import daemon.backends.search_options  # noqa: F401
         import tests.search_server  # noqa: F401
 
         names += ["opensearch", "elasticsearch"]

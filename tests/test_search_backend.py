@@ -24,8 +24,8 @@ import pytest
 from daemon.backends.base import DeleteOp, IndexBackend, IndexDocument, Outcome, TransientIndexError
 
 try:
-    from daemon.backends.search import create_search_backend
-    from daemon.backends.search_common import SearchBackend
+    from daemon.backends.factory import create_search_backend
+    from daemon.backends.search import SearchBackend
     from tests.search_server import TcpProxy, allow_es_client_against_osmem
 except ImportError:  # pragma: no cover - search backend not installed
     pytest.skip("search backend unavailable", allow_module_level=True)
@@ -454,7 +454,7 @@ async def test_rebuild_dual_write_via_next_alias(sbackend: SearchBackend) -> Non
     ({"shards": 3}, "index.shards"),
 ])
 def test_options_validation_names_key(options: dict[str, Any], key: str) -> None:
-    from daemon.backends.search import parse_options
+    from daemon.backends.search_options import parse_options
     from daemon.errors import ConfigError
 
     with pytest.raises(ConfigError) as e:
@@ -463,7 +463,7 @@ def test_options_validation_names_key(options: dict[str, Any], key: str) -> None
 
 
 def test_options_defaults_and_env() -> None:
-    from daemon.backends.search import parse_options
+    from daemon.backends.search_options import parse_options
 
     o = parse_options({}, env={})
     assert (o.urls, o.index, o.bulk_docs, o.bulk_bytes, o.keep_versions, o.min_should_match, o.more_like_this) == \
@@ -493,7 +493,7 @@ def test_secrets_not_in_repr_or_logs(name: str, monkeypatch: pytest.MonkeyPatch)
 
 async def test_item_errors_classified() -> None:
     """Per-item statuses from the bulk response: 409 stale, 404 delete applied, 429/5xx transient."""
-    from daemon.backends.search import parse_options
+    from daemon.backends.search_options import parse_options
 
     class Stub:
         def __init__(self, failed: list[dict[str, Any]]) -> None:

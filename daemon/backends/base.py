@@ -12,7 +12,7 @@ can never overwrite a newer one. Writes are idempotent: replaying a batch change
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol, runtime_checkable
@@ -136,13 +136,16 @@ class PermanentIndexError(Exception):
 class IndexBackend(Protocol):
     """The index protocol. All methods are coroutines; all may raise :class:`TransientIndexError`.
 
-    A backend may also have a ``document_encoder`` attribute: a picklable, pure function
-    ``IndexDocument -> IndexDocument`` that returns the document with ``encoded`` set (and may drop
-    its content). The indexer then runs it in its signature worker processes, and :meth:`write`
-    gets documents whose encoding is already done. Without it, :meth:`write` gets whole documents.
+    Attributes:
+        name: the backend's name (``"postgres"``, ``"elasticsearch"``, ``"opensearch"``).
+        document_encoder: ``None``, or a picklable, pure function ``IndexDocument -> IndexDocument``
+            that returns the document with ``encoded`` set (and may drop its content). The indexer
+            then runs it in its signature worker processes, and :meth:`write` gets documents whose
+            encoding is already done. With ``None``, :meth:`write` gets whole documents.
     """
 
     name: str
+    document_encoder: Callable[[IndexDocument], IndexDocument] | None
 
     async def open(self) -> None:
         """Connect and make sure the index (tables, or index + template + alias) exists."""
@@ -203,3 +206,42 @@ class IndexBackend(Protocol):
 
     async def clear(self, table: str) -> None:
         """Drop every document of ``table`` (tests and ``reindex --from-scratch``)."""
+
+
+@runtime_checkable
+class VersionedIndex(Protocol):
+    """What a backend with versioned indices behind an alias (Elasticsearch, OpenSearch) adds to
+    :class:`IndexBackend`: a zero-downtime rebuild into a new version followed by an atomic alias
+    swap, and a rollback to the previous version.
+
+    ``nearsync reindex`` checks ``isinstance(backend, VersionedIndex)`` and never imports a concrete
+    backend. Every method may raise :class:`TransientIndexError` (server unreachable, 429/5xx) or
+    :class:`PermanentIndexError`.
+    """
+
+    async def refresh(self) -> None:
+        """Make every write so far visible to searches."""
+
+    async def refresh_write_targets(self) -> tuple[str, ...]:
+        """Re-read which concrete indices every write also goes to (a rebuild's new version);
+        recreate the alias if the index was wiped. Returns those extra targets."""
+
+    async def begin_version(self, *, resume: bool) -> tuple[str, bool]:
+        """Start (or, with ``resume``, continue) building the next version; running daemons write
+        every change to it too from their next batch. Returns ``(index name, resumed)``."""
+
+    async def finish_version(self, new: str) -> list[str]:
+        """Swap the alias atomically to the built version ``new``; returns the versions it pointed to."""
+
+    async def prune_versions(self) -> list[str]:
+        """Delete versions beyond the configured number kept; returns the deleted names."""
+
+    async def rollback_version(self) -> tuple[str, list[str]]:
+        """Point the alias back at the previous kept version.
+
+        Returns:
+            ``(the version now live, the versions the alias pointed to before)``.
+
+        Raises:
+            PermanentIndexError: no older version is kept.
+        """

@@ -1,8 +1,8 @@
 """The Elasticsearch client adapter (official ``elasticsearch`` client, ``AsyncElasticsearch``).
 
 Only sends requests and translates errors; everything else is shared
-(:class:`daemon.backends.search_common.SearchBackend`). Built by
-:func:`daemon.backends.search.create_search_backend`.
+(:class:`daemon.backends.search.SearchBackend`). Built by
+:func:`daemon.backends.factory.create_search_backend`.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from elasticsearch import ApiError, AsyncElasticsearch
 from elasticsearch.helpers import async_streaming_bulk
 
 from daemon.backends.base import TransientIndexError
-from daemon.backends.search import SearchOptions
-from daemon.backends.search_common import http_error, tls_kwargs
+from daemon.backends.search_options import SearchOptions
+from daemon.backends.search_client import http_error, tls_kwargs
 
 
 class ElasticsearchClient:
-    """:class:`~daemon.backends.search_common.SearchClient` over ``AsyncElasticsearch``.
+    """:class:`~daemon.backends.search.SearchClient` over ``AsyncElasticsearch``.
 
     Args:
         options: validated options (URLs, auth, TLS, ``timeout_s``). The client retries a failed

@@ -7,9 +7,15 @@ loaded.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
 from daemon.backends.base import IndexBackend
 from daemon.config import Settings
 from daemon.errors import ConfigError
+
+if TYPE_CHECKING:
+    from daemon.backends.search import SearchBackend
 
 
 def create_backend(settings: Settings) -> IndexBackend:
@@ -24,9 +30,35 @@ def create_backend(settings: Settings) -> IndexBackend:
 
         return PostgresBackend(settings.require_dsn(), **settings.index.options)
     if name in ("elasticsearch", "opensearch"):
-        try:
-            from daemon.backends.search import create_search_backend
-        except ImportError as e:  # pragma: no cover - packaging error
-            raise ConfigError("index.backend", f"{name} backend unavailable: {e}") from e
         return create_search_backend(name, settings)
     raise ConfigError("index.backend", f"unknown backend {name!r}")
+
+
+def create_search_backend(name: str, settings: Settings | Mapping[str, Any]) -> SearchBackend:
+    """Build (not open) the ``elasticsearch`` or ``opensearch`` backend.
+
+    Args:
+        name: ``"elasticsearch"`` or ``"opensearch"``.
+        settings: the process :class:`~daemon.config.Settings` (``settings.index.options`` is used),
+            or the options mapping itself (tests, tools).
+
+    Returns:
+        A :class:`~daemon.backends.search_options.SearchBackend`; call ``await backend.open()``.
+
+    Raises:
+        ConfigError: unknown ``name`` (``index.backend``) or an invalid option (``index.<option>``).
+    """
+    from daemon.backends.search import SearchBackend
+    from daemon.backends.search_options import SEARCH_BACKENDS, parse_options
+
+    options = settings.index.options if isinstance(settings, Settings) else settings
+    opts = parse_options(options)
+    if name == "elasticsearch":
+        from daemon.backends.elasticsearch import ElasticsearchClient
+
+        return SearchBackend(name, ElasticsearchClient(opts), opts)
+    if name == "opensearch":
+        from daemon.backends.opensearch import OpenSearchClient
+
+        return SearchBackend(name, OpenSearchClient(opts), opts)
+    raise ConfigError("index.backend", f"not a search backend: {name!r} (expected one of {', '.join(SEARCH_BACKENDS)})")

@@ -1,8 +1,8 @@
 """The OpenSearch client adapter (``opensearch-py``, ``AsyncOpenSearch``).
 
 Only sends requests and translates errors; everything else is shared
-(:class:`daemon.backends.search_common.SearchBackend`). Built by
-:func:`daemon.backends.search.create_search_backend`.
+(:class:`daemon.backends.search.SearchBackend`). Built by
+:func:`daemon.backends.factory.create_search_backend`.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from opensearchpy.exceptions import TransportError
 from opensearchpy.helpers import async_bulk
 
 from daemon.backends.base import TransientIndexError
-from daemon.backends.search import SearchOptions
-from daemon.backends.search_common import http_error, tls_kwargs
+from daemon.backends.search_options import SearchOptions
+from daemon.backends.search_client import http_error, tls_kwargs
 
 
 class OpenSearchClient:
-    """:class:`~daemon.backends.search_common.SearchClient` over ``AsyncOpenSearch``.
+    """:class:`~daemon.backends.search.SearchClient` over ``AsyncOpenSearch``.
 
     Args:
         options: validated options. An ``api_key`` is sent as ``Authorization: ApiKey <key>``;

@@ -1,215 +1,380 @@
-"""Elasticsearch / OpenSearch index backends: option validation and the factory.
+"""The search backend shared by Elasticsearch and OpenSearch, parametrised by a thin client adapter.
 
-:func:`create_search_backend` is what :mod:`daemon.backends.factory` calls for
-``index.backend = "elasticsearch"`` or ``"opensearch"``. Both backends are the same class,
-:class:`daemon.backends.search_common.SearchBackend`, around a thin client adapter
-(:mod:`daemon.backends.elasticsearch` or :mod:`daemon.backends.opensearch`); request bodies are
-built once in :mod:`daemon.backends.search_bodies`.
+:class:`SearchBackend` implements :class:`~daemon.backends.base.IndexBackend` with request bodies
+from :mod:`daemon.backends.search_bodies`; the adapters (:mod:`daemon.backends.elasticsearch`,
+:mod:`daemon.backends.opensearch`) only send requests and translate their client's errors:
 
-Options (the ``[index]`` TOML table minus ``backend``; every error names ``index.<option>``):
+connection errors, timeouts, HTTP 429 and 5xx become :class:`~daemon.backends.base.TransientIndexError`,
+any other HTTP error a :class:`~daemon.backends.search_client.SearchHTTPError`
+(:mod:`daemon.backends.search_client`).
 
-==================  ====================  ==================================================
-option              default               meaning
-==================  ====================  ==================================================
-url                 http://localhost:9200 str or list of str; env ``NEARSYNC_INDEX_URL``
-                                          overrides (comma-separated for several nodes)
-api_key             none                  env ``NEARSYNC_INDEX_API_KEY`` overrides
-username/password   none                  basic auth; env ``NEARSYNC_INDEX_PASSWORD``
-                                          overrides the password (when a username is set)
-ca_certs            none                  path of a CA bundle (must exist)
-verify_certs        true                  verify TLS certificates
-timeout_s           30.0                  per-request timeout, seconds
-index               "nearsync_ads"        the alias the daemon reads and writes; concrete
-                                          indices are ``<index>_v<N>``
-bulk_docs           500                   max actions per bulk request
-bulk_bytes          5 MiB                 max bytes per bulk request
-msearch_size        20                    max candidate searches per ``_msearch`` request
-                                          (a batch's lookups are split; each request stays
-                                          well inside ``timeout_s`` on a loaded server)
-keep_versions       2                     index versions kept by ``prune_versions``
-min_should_match    1                     floor on ``min_match`` for candidate queries
-more_like_this      false                 add a more_like_this clause (title/body of the
-                                          excluded record) that re-ranks candidates
-==================  ====================  ==================================================
+Writes go to the alias (``options.index``) with external versions, plus to any *extra write targets*
+(dual write during a rebuild, see :meth:`SearchBackend.set_extra_write_targets` and
+:func:`daemon.backends.search_admin.begin_rebuild`). Every :meth:`SearchBackend.write` first re-reads the
+aliases of the version indices (one ``GET /<alias>_v*/_alias``), so a rebuild started by another
+process is dual-written from the very next batch (no pickup delay: a change claimed after
+``begin_rebuild`` returned always reaches the new version), and an alias that vanished (the index
+was wiped, e.g. a server replaced) is recreated (``ensure_index``) instead of letting the server
+auto-create a concrete index named like the alias.
 
-Secrets (``api_key``, ``password`` and any ``user:password@`` in a URL) never appear in the
-``repr`` of the options or of the backend.
+Versioning on the server: a delete with an external version leaves a tombstone holding that version,
+so an older upsert arriving after the delete is rejected (409 -> ``STALE``) as long as the server
+keeps the tombstone (Elasticsearch/OpenSearch: ``index.gc_deletes``, 60 s by default; osmem keeps it
+for the life of the index). ``clear`` (delete_by_query) also leaves tombstones at version + 1 of
+each removed document: rebuild into a new index version (``search_admin``) rather than clearing
+and rewriting the same versions.
 """
 
 from __future__ import annotations
 
-import os
-import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+import json
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
 
-from daemon.config import Settings, redact_dsn
-from daemon.errors import ConfigError
+from daemon.backends import search_bodies as B
+from daemon.backends.base import (
+    Candidate,
+    CandidateQuery,
+    DeleteOp,
+    IndexDocument,
+    Outcome,
+    TransientIndexError,
+    WriteResult,
+)
+from daemon.backends import search_admin
+from daemon.backends.search_client import SearchClient, error_fields, http_error, is_transient_status
+from daemon.backends.search_options import SearchOptions
+from daemon.logs import get_logger
 
-if TYPE_CHECKING:
-    from daemon.backends.search_common import SearchBackend
-
-SEARCH_BACKENDS = ("elasticsearch", "opensearch")
-DEFAULT_URL = "http://localhost:9200"
-ENV_URL = "NEARSYNC_INDEX_URL"
-ENV_API_KEY = "NEARSYNC_INDEX_API_KEY"
-ENV_PASSWORD = "NEARSYNC_INDEX_PASSWORD"
-_ALIAS = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,200}$")
-_KNOWN = {"url", "api_key", "username", "password", "ca_certs", "verify_certs", "timeout_s", "index",
-          "bulk_docs", "bulk_bytes", "msearch_size", "keep_versions", "min_should_match", "more_like_this"}
-
-
-@dataclass(frozen=True)
-class SearchOptions:
-    """Validated options of a search backend (see the module docstring for meanings and defaults).
-
-    ``api_key`` and ``password`` are excluded from ``repr``; URLs are shown redacted.
-    """
-
-    urls: tuple[str, ...] = (DEFAULT_URL,)
-    api_key: str | None = field(default=None, repr=False)
-    username: str | None = None
-    password: str | None = field(default=None, repr=False)
-    ca_certs: str | None = None
-    verify_certs: bool = True
-    timeout_s: float = 30.0
-    index: str = "nearsync_ads"
-    bulk_docs: int = 500
-    bulk_bytes: int = 5 * 1024 * 1024
-    msearch_size: int = 20
-    keep_versions: int = 2
-    min_should_match: int = 1
-    more_like_this: bool = False
-
-    def __repr__(self) -> str:
-        urls = ", ".join(redact_dsn(u) for u in self.urls)
-        auth = "api_key" if self.api_key else ("basic" if self.username else "none")
-        return (f"SearchOptions(urls=[{urls}], auth={auth}, index={self.index!r}, timeout_s={self.timeout_s}, "
-                f"bulk_docs={self.bulk_docs}, bulk_bytes={self.bulk_bytes}, msearch_size={self.msearch_size}, "
-                f"keep_versions={self.keep_versions}, "
-                f"min_should_match={self.min_should_match}, more_like_this={self.more_like_this})")
+_PAGE = 1000
 
 
-def _key(name: str) -> str:
-    return f"index.{name}"
-
-
-def _int(name: str, v: Any, minimum: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-        raise ConfigError(_key(name), f"must be an integer >= {minimum}, got {v!r}")
-    return v
-
-
-def _str(name: str, v: Any) -> str:
-    if not isinstance(v, str) or not v.strip():
-        raise ConfigError(_key(name), f"must be a non-empty string, got {type(v).__name__}")
-    return v
-
-
-def _urls(v: Any) -> tuple[str, ...]:
-    items = [u.strip() for u in v.split(",")] if isinstance(v, str) else v
-    if not isinstance(items, (list, tuple)) or not items:
-        raise ConfigError(_key("url"), "must be a URL string or a non-empty list of URL strings")
-    out: list[str] = []
-    for u in items:
-        if not isinstance(u, str) or not re.match(r"^https?://[^/\s]+", u):
-            shown = redact_dsn(u) if isinstance(u, str) else type(u).__name__
-            raise ConfigError(_key("url"), f"each URL must start with http:// or https:// and name a host, got {shown!r}")
-        out.append(u.rstrip("/"))
-    return tuple(out)
-
-
-def parse_options(options: Mapping[str, Any], env: Mapping[str, str] | None = None) -> SearchOptions:
-    """Validate the ``[index]`` options of a search backend, applying environment overrides.
-
-    Args:
-        options: the ``[index]`` table without ``backend``.
-        env: the environment (default ``os.environ``); ``NEARSYNC_INDEX_URL``,
-            ``NEARSYNC_INDEX_API_KEY`` and ``NEARSYNC_INDEX_PASSWORD`` override the file.
-
-    Returns:
-        The validated :class:`SearchOptions`.
-
-    Raises:
-        ConfigError: an unknown or invalid option; ``key`` is ``index.<option>``.
-    """
-    env = os.environ if env is None else env
-    if not isinstance(options, Mapping):
-        raise ConfigError("index", "must be a table")
-    for k in options:
-        if k not in _KNOWN:
-            raise ConfigError(_key(str(k)), f"unknown option (allowed: backend, {', '.join(sorted(_KNOWN))})")
-    d = dict(options)
-    if env.get(ENV_URL):
-        d["url"] = env[ENV_URL]
-    if env.get(ENV_API_KEY):
-        d["api_key"] = env[ENV_API_KEY]
-    if env.get(ENV_PASSWORD) and d.get("username") is not None:  # the password of the configured user
-        d["password"] = env[ENV_PASSWORD]
-    kw: dict[str, Any] = {}
-    if "url" in d:
-        kw["urls"] = _urls(d["url"])
-    for name in ("api_key", "username", "password"):
-        if d.get(name) is not None:
-            kw[name] = _str(name, d[name])
-    if ("username" in kw) != ("password" in kw):
-        missing = "password" if "username" in kw else "username"
-        raise ConfigError(_key(missing), f"username and password go together (set {ENV_PASSWORD} for the password)")
-    if "api_key" in kw and "username" in kw:
-        raise ConfigError(_key("api_key"), "give either api_key or username/password, not both")
-    if d.get("ca_certs") is not None:
-        path = _str("ca_certs", d["ca_certs"])
-        if not Path(path).is_file():
-            raise ConfigError(_key("ca_certs"), f"no such file: {path}")
-        kw["ca_certs"] = path
-    for name in ("verify_certs", "more_like_this"):
-        if name in d:
-            if not isinstance(d[name], bool):
-                raise ConfigError(_key(name), f"must be true or false, got {d[name]!r}")
-            kw[name] = d[name]
-    if "timeout_s" in d:
-        t = d["timeout_s"]
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t <= 3600:
-            raise ConfigError(_key("timeout_s"), f"must be a number of seconds in (0, 3600], got {t!r}")
-        kw["timeout_s"] = float(t)
-    if "index" in d:
-        name = d["index"]
-        if not isinstance(name, str) or not _ALIAS.match(name):
-            raise ConfigError(_key("index"), f"must be a lowercase index name (a-z, 0-9, _, -), got {name!r}")
-        kw["index"] = name
-    for name, minimum in (("bulk_docs", 1), ("bulk_bytes", 1024), ("msearch_size", 1), ("keep_versions", 1),
-                          ("min_should_match", 1)):
-        if name in d:
-            kw[name] = _int(name, d[name], minimum)
-    return SearchOptions(**kw)
-
-
-def create_search_backend(name: str, settings: Settings | Mapping[str, Any]) -> SearchBackend:
-    """Build (not open) the ``elasticsearch`` or ``opensearch`` backend.
+class SearchBackend:
+    """:class:`~daemon.backends.base.IndexBackend` on Elasticsearch or OpenSearch.
 
     Args:
         name: ``"elasticsearch"`` or ``"opensearch"``.
-        settings: the process :class:`~daemon.config.Settings` (``settings.index.options`` is used),
-            or the options mapping itself (tests, tools).
+        client: the adapter (:class:`SearchClient`).
+        options: validated :class:`~daemon.backends.search_options.SearchOptions`.
 
-    Returns:
-        A :class:`~daemon.backends.search_common.SearchBackend`; call ``await backend.open()``.
-
-    Raises:
-        ConfigError: unknown ``name`` (``index.backend``) or an invalid option (``index.<option>``).
+    Attributes:
+        client: the adapter, for :mod:`daemon.backends.search_admin` functions.
+        alias: the alias read and written (``options.index``).
     """
-    from daemon.backends.search_common import SearchBackend
 
-    options = settings.index.options if isinstance(settings, Settings) else settings
-    opts = parse_options(options)
-    if name == "elasticsearch":
-        from daemon.backends.elasticsearch import ElasticsearchClient
+    document_encoder = None  # documents go to the bulk helper whole (see IndexBackend)
 
-        return SearchBackend(name, ElasticsearchClient(opts), opts)
-    if name == "opensearch":
-        from daemon.backends.opensearch import OpenSearchClient
+    def __init__(self, name: str, client: SearchClient, options: SearchOptions) -> None:
+        self.name = name
+        self.client = client
+        self.options = options
+        self.alias = options.index
+        self._extra: tuple[str, ...] = ()
+        self._extra_explicit = False
+        self._log = get_logger(f"nearsync.index.{name}")
 
-        return SearchBackend(name, OpenSearchClient(opts), opts)
-    raise ConfigError("index.backend", f"not a search backend: {name!r} (expected one of {', '.join(SEARCH_BACKENDS)})")
+    def __repr__(self) -> str:
+        return f"SearchBackend(name={self.name!r}, options={self.options!r}, extra_write_targets={list(self._extra)})"
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Ensure the index template, the first index version and the alias; read dual-write targets.
+
+        Raises:
+            TransientIndexError: server unreachable. PermanentIndexError: e.g. bad credentials, or
+                a concrete index named like the alias.
+        """
+        live = await search_admin.ensure_index(self.client, self.alias)
+        await self.refresh_write_targets()
+        self._log.info("index_opened", alias=self.alias, index=live, extra_write_targets=list(self._extra))
+
+    async def close(self) -> None:
+        """Close the client. Safe to call twice."""
+        await self.client.close()
+
+    # -- dual write -------------------------------------------------------------------------------
+
+    @property
+    def extra_write_targets(self) -> tuple[str, ...]:
+        """Concrete indices every write also goes to (besides the alias)."""
+        return self._extra
+
+    def set_extra_write_targets(self, indices: Sequence[str]) -> None:
+        """Also write every upsert/delete to ``indices`` (concrete names), e.g. the index being rebuilt.
+
+        An explicit setting turns off discovery through the ``{alias}_next`` alias; pass ``[]`` to
+        stop dual writing. Outcomes stay those of the alias; on an extra target a 409 is ignored, a
+        429/5xx raises TransientIndexError (the batch is retried) and a permanent error is logged.
+        """
+        self._extra = tuple(dict.fromkeys(indices))
+        self._extra_explicit = True
+
+    async def refresh_write_targets(self) -> tuple[str, ...]:
+        """Re-read the aliases of the version indices (one request) and set the dual-write targets.
+
+        The indices of the rebuild alias ``{alias}_next`` (set by
+        :func:`daemon.backends.search_admin.begin_rebuild`), minus those the main alias points to, become the
+        extra write targets (unless :meth:`set_extra_write_targets` was called). If no version index
+        carries the main alias any more (the index was wiped), it is recreated with
+        :func:`daemon.backends.search_admin.ensure_index` and a warning ``index_alias_recreated`` is logged.
+
+        Returns:
+            The extra write targets.
+
+        Raises:
+            TransientIndexError: server unreachable. PermanentIndexError: the alias cannot be recreated.
+        """
+        versions = await search_admin.list_versions(self.client, self.alias)
+        if not any(v.live for v in versions):
+            live = await search_admin.ensure_index(self.client, self.alias)
+            self._log.warning("index_alias_recreated", alias=self.alias, index=live)
+            versions = await search_admin.list_versions(self.client, self.alias)
+        if not self._extra_explicit:
+            nxt = search_admin.next_alias(self.alias)
+            self._extra = tuple(v.name for v in versions if nxt in v.aliases and not v.live)
+        return self._extra
+
+    # -- writes -----------------------------------------------------------------------------------
+
+    async def write(self, upserts: Sequence[IndexDocument], deletes: Sequence[DeleteOp]) -> WriteResult:
+        """Bulk upserts and deletes with ``version_type=external``; one outcome per record.
+
+        409 -> ``STALE``; 404 on delete -> ``APPLIED`` (the tombstone is written anyway); a document
+        that cannot be serialised or that the mapping rejects (400) -> ``FAILED`` with the error
+        text, the rest of the batch goes on. Unless :meth:`set_extra_write_targets` was called, the
+        dual-write targets are re-read first (:meth:`refresh_write_targets`, one small request).
+
+        Raises:
+            TransientIndexError: unreachable, timeout, or any item rejected with 429/5xx (after the
+                whole batch was sent; the caller retries it, already-applied items then come back
+                ``STALE``).
+            PermanentIndexError: the whole request was refused (e.g. 401/403).
+        """
+        if not self._extra_explicit:
+            await self.refresh_write_targets()
+        targets = (self.alias, *self._extra)
+        outcomes: dict[tuple[str, str], Outcome] = {}
+        errors: dict[tuple[str, str], str] = {}
+        by_id: dict[str, tuple[str, str]] = {}
+        actions: list[dict[str, Any]] = []
+        for d in upserts:
+            k = (d.table, d.record_id)
+            try:
+                src = B.document_source(d)
+                json.dumps(src, allow_nan=False)
+            except (TypeError, ValueError) as e:
+                outcomes[k], errors[k] = Outcome.FAILED, f"document not serialisable: {e}"
+                continue
+            outcomes[k] = Outcome.APPLIED
+            by_id[B.doc_id(*k)] = k
+            actions += [B.upsert_action(d, t, src) for t in targets]
+        for op in deletes:
+            k = (op.table, op.record_id)
+            outcomes[k] = Outcome.APPLIED
+            by_id[B.doc_id(*k)] = k
+            actions += [B.delete_action(op, t) for t in targets]
+        if not actions:
+            return WriteResult(outcomes, errors)
+        failed = await self.client.bulk(actions, chunk_docs=self.options.bulk_docs, chunk_bytes=self.options.bulk_bytes)
+        transient: list[str] = []
+        for item in failed:
+            (op_type, info), = item.items()
+            k = by_id.get(str(info.get("_id")))
+            if k is None:
+                continue
+            status = int(info.get("status") or 500)
+            etype, reason = error_fields(info)
+            extra = info.get("_index") in self._extra
+            if status == 409:
+                if not extra and outcomes[k] is Outcome.APPLIED:
+                    outcomes[k] = Outcome.STALE
+            elif status == 404 and op_type == "delete":
+                pass
+            elif is_transient_status(status):
+                transient.append(f"{B.doc_id(*k)}: {status} {etype}: {reason}")
+            elif extra:
+                self._log.warning("extra_target_write_failed", index=info.get("_index"), id=B.doc_id(*k),
+                                  status=status, error=f"{etype}: {reason}")
+            else:
+                outcomes[k], errors[k] = Outcome.FAILED, f"{status} {etype}: {reason}"
+        if transient:
+            raise TransientIndexError(f"{len(transient)} bulk item(s) rejected transiently, e.g. {transient[0]}")
+        return WriteResult(outcomes, errors)
+
+    # -- reads ------------------------------------------------------------------------------------
+
+    async def _mget(self, table: str, record_ids: Sequence[str],
+                    params: Mapping[str, str] | None = None) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        """``(record_id, doc)`` for each found document of ``record_ids`` (``_mget`` in pages of 1000,
+        each id once; ``params`` narrow what each doc carries, e.g. ``_source_includes``)."""
+        ids = list(dict.fromkeys(record_ids))
+        for i in range(0, len(ids), _PAGE):
+            page = ids[i:i + _PAGE]
+            res = await self.client.request("POST", f"/{self.alias}/_mget",
+                                            {"ids": [B.doc_id(table, r) for r in page]}, params=params)
+            for rid, d in zip(page, res.get("docs", [])):
+                if d.get("found"):
+                    yield rid, d
+
+    async def get(self, table: str, record_ids: Sequence[str]) -> dict[str, IndexDocument]:
+        """Live documents of ``table`` by record id (``_mget`` in pages of 1000); missing ids are absent."""
+        return {rid: B.document_from_hit(d) async for rid, d in self._mget(table, record_ids)}
+
+    async def get_versions(self, table: str, record_ids: Sequence[str]) -> dict[str, int]:
+        """``{record_id: version}`` (see protocol): ``_mget`` without ``_source``."""
+        return {rid: int(d["_version"]) async for rid, d in self._mget(table, record_ids, {"_source": "false"})}
+
+    async def get_sketches(self, table: str, record_ids: Sequence[str]) -> dict[str, tuple[int, tuple[int, ...]]]:
+        """``{record_id: (version, bottom-k sketch)}`` (see protocol): ``_mget`` of ``signature.bottomk``
+        only (``_source_includes``)."""
+        out: dict[str, tuple[int, tuple[int, ...]]] = {}
+        async for rid, d in self._mget(table, record_ids, {"_source_includes": "signature.bottomk"}):
+            sk = ((d.get("_source") or {}).get("signature") or {}).get("bottomk") or ()
+            out[rid] = (int(d["_version"]), tuple(sk))
+        return out
+
+    def _effective_min(self, min_match: int) -> int:
+        return max(int(min_match), self.options.min_should_match)
+
+    def _candidate_body(self, table: str, q: CandidateQuery, min_match: int, limit: int) -> dict[str, Any]:
+        return B.candidate_query(table, q.keys, q.scope, min_match=min_match, limit=limit, exclude_id=q.exclude_id,
+                                 mlt_index=self.alias if self.options.more_like_this else None,
+                                 exclude_source=q.exclude_source)
+
+    @staticmethod
+    def _candidates_from(res: Mapping[str, Any], q: CandidateQuery, min_match: int) -> list[Candidate]:
+        qkeys = set(q.keys)
+        found: list[Candidate] = []
+        for hit in res.get("hits", {}).get("hits", []):
+            doc = B.document_from_hit(hit)
+            if doc.record_id == q.exclude_id:
+                continue
+            matched = len(qkeys.intersection(doc.keys))
+            if matched >= min_match:
+                found.append(Candidate(doc.record_id, matched, doc))
+        found.sort(key=lambda c: -c.matched)  # stable: server order (score, record_id) breaks ties
+        return found
+
+    async def candidates(self, table: str, keys: Sequence[str], scope: Mapping[str, str], *, min_match: int = 1,
+                         limit: int = 100, exclude_id: str | None = None,
+                         exclude_source: str | None = None) -> list[Candidate]:
+        """Documents of ``table`` in the same ``scope`` sharing at least ``min_match`` of ``keys``
+        (and not of source ``exclude_source``, when given).
+
+        ``min_match`` is raised to the ``min_should_match`` option if lower. ``matched`` is computed
+        client-side from the hit's stored keys. Best first (``matched`` descending), at most ``limit``.
+        With ``more_like_this`` the server's pre-selection of the top ``limit`` also weighs text
+        similarity to the ``exclude_id`` record.
+        """
+        q = CandidateQuery(list(keys), dict(scope), exclude_id, exclude_source)
+        if not q.keys or limit <= 0:
+            return []
+        mm = self._effective_min(min_match)
+        res = await self.client.request("POST", f"/{self.alias}/_search", self._candidate_body(table, q, mm, limit))
+        return self._candidates_from(res, q, mm)
+
+    async def candidates_many(self, table: str, queries: Sequence[CandidateQuery], *, min_match: int = 1,
+                              limit: int = 100) -> list[list[Candidate]]:
+        """:meth:`candidates` for several records in ``_msearch`` round trips of at most
+        ``msearch_size`` searches each (so one request stays well inside ``timeout_s``).
+
+        Returns one list per query, in order. Raises TransientIndexError if any search was rejected
+        with 429/5xx or timed out, SearchHTTPError for another per-search error.
+        """
+        mm = self._effective_min(min_match)
+        todo = [(i, q) for i, q in enumerate(queries) if q.keys and limit > 0]
+        out: list[list[Candidate]] = [[] for _ in queries]
+        step = self.options.msearch_size
+        for start in range(0, len(todo), step):
+            part = todo[start : start + step]
+            lines = B.msearch_lines(self.alias, (self._candidate_body(table, q, mm, limit) for _, q in part))
+            res = await self.client.request("POST", "/_msearch", lines, ndjson=True)
+            for (i, q), r in zip(part, res.get("responses", []), strict=True):
+                if "error" in r:
+                    raise http_error(int(r.get("status") or 500), r)
+                out[i] = self._candidates_from(r, q, mm)
+        return out
+
+    async def count(self, table: str) -> int:
+        """Number of live documents of ``table`` (as of the last refresh on a real cluster)."""
+        res = await self.client.request("POST", f"/{self.alias}/_count", {"query": B.table_query(table)})
+        return int(res["count"])
+
+    async def iter_versions(self, table: str) -> AsyncIterator[tuple[str, int]]:
+        """Every live ``(record_id, version)`` of ``table``: pages of 1000 by ``search_after`` on ``record_id``."""
+        after: str | None = None
+        while True:
+            res = await self.client.request("POST", f"/{self.alias}/_search", B.versions_page(table, _PAGE, after))
+            hits = res.get("hits", {}).get("hits", [])
+            for h in hits:
+                yield str(h["sort"][0]), int(h["_version"])
+            if len(hits) < _PAGE:
+                return
+            after = str(hits[-1]["sort"][0])
+
+    async def clear(self, table: str) -> None:
+        """Delete every document of ``table`` (delete_by_query, refreshed) from the alias and extra targets.
+
+        Tombstones remain (see the module docstring): rewriting the same versions afterwards is STALE.
+        """
+        for target in (self.alias, *self._extra):
+            await self.client.request("POST", f"/{target}/_delete_by_query", {"query": B.table_query(table)},
+                                      params={"refresh": "true", "conflicts": "proceed"})
+
+    async def refresh(self) -> None:
+        """Make recent writes visible to search (``_refresh`` on the alias and extra targets)."""
+        for target in (self.alias, *self._extra):
+            await self.client.request("POST", f"/{target}/_refresh")
+
+    # -- versioned rebuild (daemon.backends.base.VersionedIndex) -----------------------------------
+
+    async def begin_version(self, *, resume: bool) -> tuple[str, bool]:
+        """The version index to build into, and whether it is resumed.
+
+        With ``resume``, a single index behind ``<alias>_next`` that is not live is reused; otherwise
+        any unfinished rebuild is abandoned and ``<alias>_v{N+1}`` is created behind ``<alias>_next``
+        (see :func:`daemon.backends.search_admin.begin_rebuild`).
+
+        Returns:
+            ``(index name, resumed)``.
+
+        Raises:
+            TransientIndexError, PermanentIndexError.
+        """
+        if resume:
+            live = set(await search_admin.alias_indices(self.client, self.alias))
+            building = [i for i in await search_admin.alias_indices(self.client, search_admin.next_alias(self.alias))
+                        if i not in live]
+            if len(building) == 1:
+                return building[0], True
+        await search_admin.abandon_rebuild(self.client, self.alias)
+        return await search_admin.begin_rebuild(self.client, self.alias), False
+
+    async def finish_version(self, new: str) -> list[str]:
+        """Swap the alias atomically to ``new``; returns the versions it pointed to before.
+
+        Raises:
+            TransientIndexError, PermanentIndexError.
+        """
+        return await search_admin.finish_rebuild(self.client, self.alias, new)
+
+    async def prune_versions(self) -> list[str]:
+        """Delete versions beyond ``options.keep_versions``; returns the deleted index names.
+
+        Raises:
+            TransientIndexError, PermanentIndexError.
+        """
+        return await search_admin.prune_versions(self.client, self.alias, self.options.keep_versions)
+
+    async def rollback_version(self) -> tuple[str, list[str]]:
+        """Point the alias back at the previous kept version (one atomic ``_aliases`` request).
+
+        Returns:
+            ``(the version now live, the versions the alias pointed to before)``.
+
+        Raises:
+            PermanentIndexError: no older version kept. TransientIndexError.
+        """
+        target = await search_admin.rollback_target(self.client, self.alias)
+        return target.name, await search_admin.swap_alias(self.client, self.alias, target.name)

@@ -3,7 +3,7 @@
 The daemon reads and writes the alias ``A`` (option ``index``, default ``nearsync_ads``). Concrete
 indices are ``A_v1``, ``A_v2``, ... and all get their settings and strict mappings from the index
 template ``A_template`` (pattern ``A_v*``). Every function takes the backend's client adapter
-(``backend.client``, a :class:`~daemon.backends.search_common.SearchClient`) and the alias.
+(``backend.client``, a :class:`~daemon.backends.search.SearchClient`) and the alias.
 
 A rebuild (``reindex``), without losing writes made meanwhile::
 
@@ -26,7 +26,7 @@ from typing import Any
 
 from daemon.backends import search_bodies as B
 from daemon.backends.base import PermanentIndexError
-from daemon.backends.search_common import SearchClient, SearchHTTPError
+from daemon.backends.search_client import SearchClient, SearchHTTPError
 
 
 @dataclass(frozen=True, slots=True)

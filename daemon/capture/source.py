@@ -19,6 +19,7 @@ from psycopg.rows import dict_row
 
 from daemon.config import SourceSettings
 from daemon.errors import ConfigError, NearsyncError
+from daemon.db.migrations import head_revision_id
 from daemon.db.queries import query
 
 _INT_TYPES = {"int2", "int4", "int8"}
@@ -111,13 +112,6 @@ def json_safe(v: Any) -> Any:
     return str(v)
 
 
-def _head_revision() -> str:
-    """The newest migration shipped with this nearsync (imported late: daemon.ops.migrate imports us)."""
-    from daemon.ops.migrate import head_revision_id
-
-    return head_revision_id()
-
-
 async def inspect_source(conn: psycopg.AsyncConnection[Any], settings: SourceSettings) -> SourceTable:
     """Check that the table and its columns exist and that migrations ran; return a SourceTable.
 
@@ -131,7 +125,7 @@ async def inspect_source(conn: psycopg.AsyncConnection[Any], settings: SourceSet
         if not (await cur.fetchone() or {}).get("present"):
             raise SchemaError("nearsync is not installed in this database: run `nearsync migrate` first")
         await cur.execute(query("schema_revision_readable"))
-        found = wanted = _head_revision()  # not checked when the role may not read the version table
+        found = wanted = head_revision_id()  # not checked when the role may not read the version table
         if (await cur.fetchone() or {}).get("readable"):
             await cur.execute(query("schema_revision"))
             found = (await cur.fetchone() or {}).get("version_num")
@@ -172,18 +166,3 @@ async def load_rows(conn: psycopg.AsyncConnection[Any], table: SourceTable, ids:
         await cur.execute(table.formatted("load_rows"), {"ids": table.convert_ids(ids)})
         return {str(r[id_col]): r for r in await cur.fetchall()}
 
-
-def attach_source(conn: psycopg.Connection[Any], settings: SourceSettings) -> None:
-    """Attach (or re-attach with new columns) the nearsync triggers to the source table.
-
-    Idempotent. Runs in the caller's transaction.
-    """
-    qualified = sql.Identifier(settings.schema, settings.table).as_string(conn)
-    conn.execute(query("attach_table"), {"table": qualified, "id_column": settings.id_column,
-                                          "columns": list(settings.tracked_columns)})
-
-
-def create_flag_view(conn: psycopg.Connection[Any], settings: SourceSettings) -> None:
-    """(Re)create ``nearsync.flagged_records``: flags joined to the source rows. Idempotent."""
-    qualified = sql.Identifier(settings.schema, settings.table).as_string(conn)
-    conn.execute(query("create_flag_view"), {"table": qualified, "id_column": settings.id_column})

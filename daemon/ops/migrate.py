@@ -7,28 +7,18 @@ re-attached (also idempotent).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg import sql
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, pool
 
-from daemon.config import Settings
+from daemon.config import Settings, SourceSettings
+from daemon.db.migrations import head_revision_id, migrations_dir
 from daemon.db.queries import query
-from daemon.capture.source import attach_source, create_flag_view
-
-
-def migrations_dir() -> Path:
-    """The Alembic script directory (source checkout, or ``daemon/_migrations`` in a wheel)."""
-    here = Path(__file__).resolve().parents[1]  # the daemon package
-    for candidate in (here.parent / "migrations", here / "_migrations"):
-        if (candidate / "env.py").is_file():
-            return candidate
-    raise FileNotFoundError(f"nearsync's migrations/ directory is missing next to {here}")
 
 
 def alembic_config(settings: Settings) -> Config:
@@ -54,14 +44,6 @@ def current_revision(settings: Settings) -> str | None:
 def head_revision(settings: Settings) -> str:
     """The newest revision shipped with this version of nearsync."""
     return head_revision_id()
-
-
-def head_revision_id() -> str:
-    """The newest revision shipped with this version of nearsync (e.g. ``"0009"``), read from the
-    migrations directory without a database."""
-    head = ScriptDirectory(str(migrations_dir())).get_current_head()
-    assert head is not None
-    return head
 
 
 def upgrade(settings: Settings, revision: str = "head") -> dict[str, Any]:
@@ -99,3 +81,19 @@ def sync_triggers(settings: Settings) -> bool:
         attach_source(conn, src)
         create_flag_view(conn, src)
         return True
+
+
+def attach_source(conn: psycopg.Connection[Any], settings: SourceSettings) -> None:
+    """Attach (or re-attach with new columns) the nearsync triggers to the source table.
+
+    Idempotent. Runs in the caller's transaction.
+    """
+    qualified = sql.Identifier(settings.schema, settings.table).as_string(conn)
+    conn.execute(query("attach_table"), {"table": qualified, "id_column": settings.id_column,
+                                          "columns": list(settings.tracked_columns)})
+
+
+def create_flag_view(conn: psycopg.Connection[Any], settings: SourceSettings) -> None:
+    """(Re)create ``nearsync.flagged_records``: flags joined to the source rows. Idempotent."""
+    qualified = sql.Identifier(settings.schema, settings.table).as_string(conn)
+    conn.execute(query("create_flag_view"), {"table": qualified, "id_column": settings.id_column})

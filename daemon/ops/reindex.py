@@ -39,8 +39,7 @@ import psycopg
 from psycopg.rows import dict_row
 from tqdm import tqdm
 
-from daemon.backends import search_admin
-from daemon.backends.base import IndexBackend
+from daemon.backends.base import IndexBackend, VersionedIndex
 from daemon.config import Settings
 from daemon.errors import ConfigError
 from daemon.db.queries import query
@@ -53,13 +52,9 @@ def _job(table: SourceTable) -> str:
     return f"reindex:{table.name}"
 
 
-def search_backend(backend: IndexBackend) -> Any | None:
-    """``backend`` if it is a search backend (versioned indices behind an alias), else None."""
-    try:
-        from daemon.backends.search_common import SearchBackend
-    except ImportError:  # pragma: no cover - search backends not installed
-        return None
-    return backend if isinstance(backend, SearchBackend) else None
+def search_backend(backend: IndexBackend) -> VersionedIndex | None:
+    """``backend`` if it keeps versioned indices behind an alias (search backends), else None."""
+    return backend if isinstance(backend, VersionedIndex) else None
 
 
 async def _refresh(backend: IndexBackend) -> None:
@@ -69,19 +64,6 @@ async def _refresh(backend: IndexBackend) -> None:
     if search is not None:
         await search.refresh_write_targets()
         await search.refresh()
-
-
-async def _begin_version(search: Any, *, resume: bool) -> tuple[str, bool]:
-    """The version index to build into, and whether it is resumed (``<alias>_next`` reused)."""
-    client, alias = search.client, search.alias
-    if resume:
-        live = set(await search_admin.alias_indices(client, alias))
-        building = [i for i in await search_admin.alias_indices(client, search_admin.next_alias(alias))
-                    if i not in live]
-        if len(building) == 1:
-            return building[0], True
-    await search_admin.abandon_rebuild(client, alias)
-    return await search_admin.begin_rebuild(client, alias), False
 
 
 async def reindex(settings: Settings, backend: IndexBackend, *, page_size: int = 5000, resume: bool = True,
@@ -129,7 +111,7 @@ async def reindex(settings: Settings, backend: IndexBackend, *, page_size: int =
             last_key, done = cp["last_key"], int(cp["done"])
         extra: dict[str, Any] = {}
         if search is not None:
-            target, resumed = await _begin_version(search, resume=last_key is not None)
+            target, resumed = await search.begin_version(resume=last_key is not None)
             if not resumed:
                 last_key, done = None, 0
             await search.refresh_write_targets()  # this process dual-writes from its first page
@@ -158,7 +140,7 @@ async def reindex(settings: Settings, backend: IndexBackend, *, page_size: int =
                     on_page(done)
             if search is not None:
                 await search.refresh()
-                extra["previous"] = await search_admin.finish_rebuild(search.client, search.alias, extra["index"])
+                extra["previous"] = await search.finish_version(extra["index"])
                 await search.refresh_write_targets()
             await _refresh(backend)
             orphans = await _orphans(conn, table, await _index_ids(backend, table))
@@ -168,7 +150,7 @@ async def reindex(settings: Settings, backend: IndexBackend, *, page_size: int =
         bar.close()
         await cur.execute(query("checkpoint_delete"), {"job": _job(table)})
     if search is not None:
-        extra["pruned"] = await search_admin.prune_versions(search.client, search.alias, search.options.keep_versions)
+        extra["pruned"] = await search.prune_versions()
     elapsed = time.perf_counter() - t0
     await _refresh(backend)
     return {"table": table.name, "rows": done, "orphans_removed": len(orphans), "seconds": round(elapsed, 2),
@@ -196,11 +178,10 @@ async def rollback(settings: Settings, backend: IndexBackend, *, page_size: int 
     search = search_backend(backend)
     if search is None:
         raise ConfigError("index.backend", "--rollback needs a search backend (elasticsearch or opensearch)")
-    target = await search_admin.rollback_target(search.client, search.alias)
-    previous = await search_admin.swap_alias(search.client, search.alias, target.name)
+    target, previous = await search.rollback_version()
     await search.refresh_write_targets()
     report = await reindex(settings, backend, page_size=page_size, resume=False, progress=progress, versioned=False)
-    return {"index": target.name, "previous": previous, "catch_up": report}
+    return {"index": target, "previous": previous, "catch_up": report}
 
 
 async def _enqueue_fresh(conn: psycopg.AsyncConnection[Any], table: SourceTable, items: list[tuple[str, str]]) -> None:

@@ -25,7 +25,7 @@ def upgrade(settings=None) -> None:
     if src.create_reference_table:
         op.execute(script("reference_ads"))
     conn = op.get_bind().connection.driver_connection
-    from daemon.capture.source import attach_source
+    from daemon.ops.migrate import attach_source
 
     attach_source(conn, src)
 

@@ -18,7 +18,7 @@ def upgrade(settings=None) -> None:
     """Create the dedup tables and the ``nearsync.flagged_records`` view for the source table."""
     op.execute(script("schema_dedup"))
     if settings is not None:
-        from daemon.capture.source import create_flag_view
+        from daemon.ops.migrate import create_flag_view
 
         create_flag_view(op.get_bind().connection.driver_connection, settings.source)
 
