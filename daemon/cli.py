@@ -50,7 +50,8 @@ def _settings(args: argparse.Namespace) -> Settings:
                          mode=getattr(args, "mode", None),
                          window_s=parse_duration("--window", args.window) if getattr(args, "window", None) else None,
                          batch_size=getattr(args, "batch_size", None),
-                         concurrency=getattr(args, "concurrency", None))
+                         concurrency=getattr(args, "concurrency", None),
+                         metrics_port=getattr(args, "metrics_port", None))
 
 
 def _print(obj: Any, as_json: bool) -> None:
@@ -73,7 +74,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 async def cmd_run(args: argparse.Namespace) -> int:
-    from daemon.http.health import metrics_port_from, serving
+    from daemon.http.health import serving
     from daemon.service import build_indexer, opened_backend, when_available
 
     settings = _settings(args)
@@ -82,23 +83,21 @@ async def cmd_run(args: argparse.Namespace) -> int:
         if indexer.signer is not None:
             indexer.signer.start()  # the first large batch need not wait for the workers to start
         indexer.loop.install_signal_handlers()
-        async with serving(indexer.loop, settings.require_dsn(), backend, indexer.table.name,
-                           metrics_port_from(args.metrics_port)):
+        async with serving(indexer.loop, settings, backend, indexer.table.name):
             heap.settle()
             await indexer.loop.run()
     return 0
 
 
 async def cmd_dedup(args: argparse.Namespace) -> int:
-    from daemon.http.health import metrics_port_from, serving
+    from daemon.http.health import serving
     from daemon.service import build_worker, opened_backend, when_available
 
     settings = _settings(args)
     async with opened_backend(settings, wait=True) as backend:
         loop = await when_available("database", lambda: build_worker(settings, backend))
         loop.install_signal_handlers()
-        async with serving(loop, settings.require_dsn(), backend, settings.source.qualified,
-                           metrics_port_from(args.metrics_port)):
+        async with serving(loop, settings, backend, settings.source.qualified):
             heap.settle()
             await loop.run()
     return 0
@@ -266,7 +265,7 @@ def _add_loop_options(p: argparse.ArgumentParser, unit: str, concurrency: str) -
                         f"database waits overlap another's work ([daemon] concurrency, default {concurrency})")
     p.add_argument("--backend", choices=["postgres", "elasticsearch", "opensearch"], help="index backend")
     p.add_argument("--metrics-port", type=int, help="serve /metrics, /healthz, /readyz on this port "
-                                                    "(default: $NEARSYNC_METRICS_PORT, else off)")
+                                                    "([daemon] metrics_port or $NEARSYNC_METRICS_PORT; default off)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -124,7 +124,7 @@ async def build_indexer(settings: Settings, backend: IndexBackend) -> Indexer:
     table = await open_source(settings)
     builder = DocumentBuilder.from_settings(settings, table)
     builder = replace(builder, encoder=backend.document_encoder)  # run with the signatures
-    handler = IndexHandler(table, builder, backend)
+    handler = IndexHandler(table, builder, backend, settings.daemon.chunk_rows_for(signed=builder.signed))
     loop = QueueLoop(settings.require_dsn(), INDEX_QUEUE, handler, settings.daemon,
                      next_queue=DEDUP_QUEUE if dedup_enabled(settings) else None, name="nearsync.indexer",
                      concurrency=settings.daemon.concurrency_for(INDEX_QUEUE, signed=builder.signed))

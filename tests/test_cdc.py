@@ -287,16 +287,14 @@ class FailSecondWrite:
 
 
 @pytest.mark.parametrize("backend_name", ["postgres"], indirect=True)
-async def test_large_batch_is_written_in_parts_and_a_failed_part_is_retried(
-        settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_large_batch_is_written_in_parts_and_a_failed_part_is_retried(settings: Settings) -> None:
     """A batch larger than the signature pool's threshold is built and written in parts of
-    NEARSYNC_INDEX_CHUNK_ROWS rows. When a part fails transiently after an earlier part was written,
+    ``[daemon] index_chunk_rows`` rows. When a part fails transiently after an earlier part was written,
     the written part is acknowledged (and put on the dedup queue), the rest is claimed again and
     written, and no record is lost, failed or left off the dedup queue."""
     from tests.conftest import with_dedup
 
-    monkeypatch.setenv("NEARSYNC_INDEX_CHUNK_ROWS", "100")
-    s = with_dedup(with_daemon(settings, batch_size=400))
+    s = with_dedup(with_daemon(settings, batch_size=400, index_chunk_rows=100))
     await insert_ads(settings.dsn, 300)
     wrapper: list[FailSecondWrite] = []
     async with running_indexer(s, wrap_backend=lambda b: wrapper.append(FailSecondWrite(b)) or wrapper[0]) as d:

@@ -94,6 +94,38 @@ def coerce_numbers(fields: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def document_from_fields(table: str, record_id: str, version: int, fields: dict[str, Any],
+                         params: SignatureParams, scope: str, *, signed: bool = True) -> IndexDocument:
+    """The index document of one record's field values: its signature, candidate keys and scope.
+
+    The one place a document is made, for a row of the tracked table (:meth:`DocumentBuilder.build`)
+    and for an ad checked through the HTTP API, so a check and the later flag agree.
+
+    Args:
+        table: tracked table name (``schema.table``). record_id: the record's id (``""`` for an ad
+            that is not stored). version: external version (the change sequence; 0 when not stored).
+        fields: role -> value, numbers already coerced (:func:`coerce_numbers`).
+        params: ``[signatures]``. scope: the scope kind (:func:`scope_kind`).
+        signed: ``False`` for plain sync: no signature is computed and there are no candidate keys.
+
+    Returns:
+        The :class:`~daemon.backends.base.IndexDocument` (not encoded).
+
+    Raises:
+        RecordError: the values cannot be signed (the message names the error).
+    """
+    keys: list[str] = []
+    signature: dict[str, Any] = {}
+    if signed:
+        try:
+            sig = compute_signature(fields, params)
+        except (ValueError, TypeError, OverflowError) as e:
+            raise RecordError(f"cannot compute signature: {type(e).__name__}: {e}") from e
+        keys, signature = sig.keys(), sig.to_document()
+    return IndexDocument(table=table, record_id=record_id, version=version, fields=fields,
+                         scope=scope_of(fields, scope), keys=keys, signature=signature)
+
+
 @dataclass(frozen=True)
 class DocumentBuilder:
     """Builds index documents for one source table.
@@ -129,23 +161,8 @@ class DocumentBuilder:
                 ``encoder`` (the message says which and why).
         """
         fields = coerce_numbers(self.table.fields_of(row))
-        keys: list[str] = []
-        signature: dict[str, Any] = {}
-        if self.signed:
-            try:
-                sig = compute_signature(fields, self.params)
-            except (ValueError, TypeError, OverflowError) as e:
-                raise RecordError(f"cannot compute signature: {type(e).__name__}: {e}") from e
-            keys, signature = sig.keys(), sig.to_document()
-        doc = IndexDocument(
-            table=self.table.name,
-            record_id=str(row[self.table.settings.id_column]),
-            version=version,
-            fields=fields,
-            scope=scope_of(fields, self.scope),
-            keys=keys,
-            signature=signature,
-        )
+        doc = document_from_fields(self.table.name, str(row[self.table.settings.id_column]), version, fields,
+                                   self.params, self.scope, signed=self.signed)
         if self.encoder is None:
             return doc
         try:

@@ -22,9 +22,10 @@ import psycopg
 
 from daemon.backends.base import DeleteOp, IndexBackend, IndexDocument, Outcome
 from daemon.capture.documents import DocumentBuilder, SignaturePool
+from daemon.config import DaemonSettings
 from daemon.errors import RecordError
 from daemon.logs import get_logger
-from daemon.capture.loop import TRANSIENT_ERRORS, BatchResult, env_number
+from daemon.capture.loop import TRANSIENT_ERRORS, BatchResult
 from daemon.capture.source import SourceTable, load_rows
 from daemon.capture.queue import Claimed
 
@@ -38,9 +39,9 @@ class IndexHandler:
     Args:
         table: the source table. builder: document builder. backend: an opened index backend.
         chunk_rows: rows per part of a large batch: each part is written as soon as it is built,
-            while the next ones are built (0: env ``NEARSYNC_INDEX_CHUNK_ROWS``, else 250, and
-            2,500 in plain sync, where a part builds in a few ms and smaller parts mostly add
-            round trips: 10,000-row batches 8,076-9,638 rows/s with 250, 10,547-10,800 with 2,500).
+            while the next ones are built (0: the default of
+            :meth:`~daemon.config.DaemonSettings.chunk_rows_for`, 250 signed and 2,500 in plain sync;
+            ``[daemon] index_chunk_rows`` / ``NEARSYNC_INDEX_CHUNK_ROWS`` set it).
     """
 
     table: SourceTable
@@ -52,15 +53,12 @@ class IndexHandler:
     def __post_init__(self) -> None:
         self.signer = SignaturePool(self.builder)
         if self.chunk_rows <= 0:
-            self.chunk_rows = int(env_number("NEARSYNC_INDEX_CHUNK_ROWS", 250 if self.builder.signed else 2_500))
+            self.chunk_rows = DaemonSettings().chunk_rows_for(signed=self.builder.signed)
 
     async def process(self, conn: psycopg.AsyncConnection[Any], batch: Sequence[Claimed]) -> BatchResult:
         """Load, sign and write one batch; see the module docstring."""
         result = BatchResult(counts={"indexed": 0, "deleted": 0, "stale": 0})
-        mine = [c for c in batch if c.table == self.table.name]
-        for c in batch:
-            if c.table != self.table.name:
-                result.failed.append((c, f"table {c.table} is not the configured source {self.table.name}"))
+        mine = result.of_table(batch, self.table.name)
         wanted = [c.record_id for c in mine if c.op == "U"]
         try:
             rows = await load_rows(conn, self.table, wanted)

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import statistics
 import time
@@ -56,15 +55,6 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     psycopg.OperationalError, PoolTimeout, TransientIndexError, ConnectionError, TimeoutError)
 
 
-def env_number(name: str, default: float) -> float:
-    """``float(os.environ[name])`` when set and a positive number, else ``default``."""
-    try:
-        value = float(os.environ.get(name, ""))
-    except ValueError:
-        return default
-    return value if value > 0 else default
-
-
 @dataclass
 class BatchSizer:
     """Adaptive batch size: grow on full fast batches, shrink on slow ones.
@@ -81,13 +71,11 @@ class BatchSizer:
     target_s: float = 1.0
 
     @classmethod
-    def for_batch_size(cls, batch_size: int) -> BatchSizer:
-        """Bounds around the configured ``batch_size``: floor ``batch_size // 10`` and ceiling
-        ``batch_size * 8`` (env ``NEARSYNC_BATCH_FLOOR``, ``NEARSYNC_BATCH_CEILING``), target 1 s
-        (``NEARSYNC_BATCH_TARGET_S``)."""
-        floor = int(env_number("NEARSYNC_BATCH_FLOOR", max(1, batch_size // 10)))
-        ceiling = max(floor, int(env_number("NEARSYNC_BATCH_CEILING", batch_size * 8)))
-        return cls(min(max(batch_size, floor), ceiling), floor, ceiling, env_number("NEARSYNC_BATCH_TARGET_S", 1.0))
+    def for_settings(cls, settings: DaemonSettings) -> BatchSizer:
+        """Start at ``batch_size`` within :meth:`~daemon.config.DaemonSettings.batch_bounds`
+        (default floor ``batch_size // 10``, ceiling ``batch_size * 8``), holding ``batch_target_s``."""
+        floor, ceiling = settings.batch_bounds()
+        return cls(min(max(settings.batch_size, floor), ceiling), floor, ceiling, settings.batch_target_s)
 
     def update(self, claimed: int, limit: int, duration_s: float) -> int:
         """Adjust after a batch of ``claimed`` rows (claimed with ``limit``) that took ``duration_s``.
@@ -128,6 +116,20 @@ class BatchResult:
     failed: list[tuple[Claimed, str]] = field(default_factory=list)
     follow_up: list[Claimed] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
+
+    def of_table(self, batch: Sequence[Claimed], table: str) -> list[Claimed]:
+        """The rows of ``batch`` that belong to ``table``; every other row is recorded as failed
+        (retried, then dead-lettered) with an error naming both tables.
+
+        Args:
+            batch: the claimed rows. table: the handler's table (``schema.table``).
+
+        Returns:
+            The rows of ``table``, in batch order.
+        """
+        mine = [c for c in batch if c.table == table]
+        self.failed += [(c, f"table {c.table} is not the configured source {table}") for c in batch if c.table != table]
+        return mine
 
 
 class BatchHandler(Protocol):
@@ -171,7 +173,7 @@ class QueueLoop:
         self.ready = asyncio.Event()
         self.totals: dict[str, int] = {"batches": 0, "claimed": 0, "acked": 0, "failed": 0, "dead": 0}
         self.last_loop_at = time.monotonic()
-        self.sizer = BatchSizer.for_batch_size(settings.batch_size)
+        self.sizer = BatchSizer.for_settings(settings)
         self.observer: LoopObserver | None = None
         self._lanes_busy = 0
         """Lanes inside a claim → process → ack cycle right now."""

@@ -53,11 +53,18 @@ def cluster_id(original: Hashable) -> str:
     return "c" + xxhash.xxh64_hexdigest(str(original).encode("utf-8"))
 
 
-class _UnionFind:
+class UnionFind:
+    """Disjoint sets over hashable items with path compression (Tarjan 1975).
+
+    Attributes:
+        parent: item -> parent item; every item ever passed to :meth:`find` or :meth:`union`.
+    """
+
     def __init__(self) -> None:
         self.parent: dict[Hashable, Hashable] = {}
 
     def find(self, x: Hashable) -> Hashable:
+        """The representative of ``x``'s set (``x`` is added as a singleton when new)."""
         self.parent.setdefault(x, x)
         root = x
         while self.parent[root] != root:
@@ -67,9 +74,17 @@ class _UnionFind:
         return root
 
     def union(self, a: Hashable, b: Hashable) -> None:
+        """Merge the sets of ``a`` and ``b`` (``a``'s representative stays the representative)."""
         ra, rb = self.find(a), self.find(b)
         if ra != rb:
             self.parent[rb] = ra
+
+    def components(self) -> dict[Hashable, list[Hashable]]:
+        """Representative -> members of its set, members in the order they were first seen."""
+        out: dict[Hashable, list[Hashable]] = defaultdict(list)
+        for node in self.parent:
+            out[self.find(node)].append(node)
+        return dict(out)
 
 
 def _density(nodes: list[Hashable], edges: Mapping[frozenset, float]) -> float:
@@ -142,7 +157,7 @@ def respect_cannot_links(links: Iterable[Link], cannot: Iterable[tuple[Hashable,
     ordered = sorted(links, key=lambda x: (-float(x[2]), str(x[0]), str(x[1])))
     if not forbid:
         return ordered
-    uf = _UnionFind()
+    uf = UnionFind()
     members: dict[Hashable, set[Hashable]] = {}
     kept: list[Link] = []
     for a, b, score in ordered:
@@ -188,16 +203,14 @@ def build_clusters(
     """
     key = order_key.__getitem__ if isinstance(order_key, Mapping) else order_key
     edges: dict[frozenset, float] = {}
-    uf = _UnionFind()
+    uf = UnionFind()
     for a, b, score in links:
         if a == b:
             continue
         e = frozenset((a, b))
         edges[e] = max(float(score), edges.get(e, float("-inf")))
         uf.union(a, b)
-    components: dict[Hashable, list[Hashable]] = defaultdict(list)
-    for node in uf.parent:
-        components[uf.find(node)].append(node)
+    components = uf.components()
     by_node_edges: dict[Hashable, dict[frozenset, float]] = defaultdict(dict)
     for e, w in edges.items():
         by_node_edges[uf.find(next(iter(e)))][e] = w

@@ -31,6 +31,7 @@ import psycopg
 
 from daemon.db import jsoncodec
 from daemon.backends.base import Candidate, CandidateQuery, IndexBackend, IndexDocument
+from daemon.dedup.ids import canonical, record_id_key
 from daemon.dedup.clusters import build_clusters, respect_cannot_links
 from daemon.dedup.settings import DedupOptions
 from daemon.logs import get_logger
@@ -42,22 +43,10 @@ from daemon.capture.queue import Claimed
 log = get_logger("nearsync.dedup")
 
 
-def order_key(record_id: str, doc: IndexDocument | None) -> tuple[str, int, str]:
-    """Creation order of a record: ``created_at`` (ISO text), then numeric id, then id text."""
+def order_key(record_id: str, doc: IndexDocument | None) -> tuple[str, tuple[int, int, str]]:
+    """Creation order of a record: ``created_at`` (ISO text), then :func:`~daemon.dedup.ids.record_id_key`."""
     created = str((doc.fields.get("created_at") if doc else None) or "")
-    try:
-        num = int(record_id)
-    except ValueError:
-        num = 0
-    return (created, num, record_id)
-
-
-def canonical(a: str, b: str) -> tuple[str, str]:
-    """The pair in the stored order (numeric ids by value, else text order)."""
-    try:
-        return (a, b) if int(a) < int(b) else (b, a)
-    except ValueError:
-        return (a, b) if a < b else (b, a)
+    return (created, record_id_key(record_id))
 
 
 def decision_holds(stored: Sequence[Any], da: IndexDocument | None, db: IndexDocument | None) -> bool:
@@ -192,12 +181,8 @@ def score_found(record_id: str | None, doc: IndexDocument, cands: Sequence[Candi
     """
     cfg = options.scoring
     capped = len(cands) > cfg.candidate_cap
-    own_source = doc.fields.get("source")
     out: list[ScoredCandidate] = []
-    for cand in cands[: cfg.candidate_cap]:
-        if options.cross_source_only and own_source is not None \
-                and cand.document.fields.get("source") == own_source:
-            continue
+    for cand in cands[: cfg.candidate_cap]:  # same-source ones were left out by the lookup
         if record_id is None:
             a, b = cand.record_id, ""
             da, db = cand.document, doc
@@ -325,8 +310,7 @@ class DedupHandler:
         result = BatchResult(counts={"scored": 0, "links": 0, "flags": 0})
         tally = Tally()
         _batch_tally.set(tally)  # this task's own count, whatever other batches are in flight
-        mine = [c for c in batch if c.table == self.table]
-        result.failed += [(c, f"table {c.table} is not {self.table}") for c in batch if c.table != self.table]
+        mine = result.of_table(batch, self.table)
         # The index says what each record is now, whatever the queued op (a queued upsert may have
         # been deleted since, and a stale delete's record may be live again).
         docs = await self.backend.get(self.table, [c.record_id for c in mine])

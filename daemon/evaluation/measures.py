@@ -7,10 +7,12 @@ a singleton in the other.
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from math import comb
+
+from daemon.dedup.clusters import UnionFind
 
 Pair = frozenset
 
@@ -55,22 +57,10 @@ def pair_prf(predicted: Iterable[Iterable[Hashable]], true: Iterable[Iterable[Ha
 
 
 def _components(pairs: Iterable[Iterable[Hashable]]) -> list[list[Hashable]]:
-    parent: dict[Hashable, Hashable] = {}
-
-    def find(x: Hashable) -> Hashable:
-        parent.setdefault(x, x)
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
+    uf = UnionFind()
     for p in normalise_pairs(pairs):
-        a, b = tuple(p)
-        parent[find(a)] = find(b)
-    groups: dict[Hashable, list[Hashable]] = defaultdict(list)
-    for x in list(parent):
-        groups[find(x)].append(x)
-    return list(groups.values())
+        uf.union(*tuple(p))
+    return list(uf.components().values())
 
 
 def transitive_closure(pairs: Iterable[Iterable[Hashable]]) -> set[Pair]:

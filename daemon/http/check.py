@@ -10,17 +10,17 @@ inserted agree.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from daemon.backends.base import IndexBackend, IndexDocument
+from daemon.dedup.ids import record_id_key
 from daemon.dedup.worker import score_candidates
 from daemon.dedup.settings import DedupOptions
-from daemon.capture.documents import NUMERIC_ROLES, coerce_numbers, scope_of
+from daemon.capture.documents import NUMERIC_ROLES, coerce_numbers, document_from_fields
 from daemon.errors import RecordError
-from daemon.signatures import SignatureParams, compute_signature
+from daemon.signatures import SignatureParams
 
 TEXT_ROLES = ("title", "body", "user", "category", "group", "source", "created_at")
 MAX_TEXT = 100_000
@@ -94,7 +94,7 @@ def validate_ad(body: Any, roles: tuple[str, ...], *, reject_unknown: bool, scop
 
 def build_document(table: str, fields: dict[str, Any], params: SignatureParams, scope: str,
                    record_id: str | None = None) -> IndexDocument:
-    """The index document of a candidate ad, as :meth:`DocumentBuilder.build` makes it from a row.
+    """The index document of a candidate ad (:func:`~daemon.capture.documents.document_from_fields`).
 
     Args:
         table: tracked table name. fields: validated fields (:func:`validate_ad`).
@@ -105,11 +105,9 @@ def build_document(table: str, fields: dict[str, Any], params: SignatureParams, 
         InvalidInput: (field ``(body)``) the values cannot be signed.
     """
     try:
-        sig = compute_signature(fields, params)
-    except (ValueError, TypeError, OverflowError) as e:
-        raise InvalidInput("(body)", f"cannot compute signature: {e}") from None
-    return IndexDocument(table=table, record_id=record_id or "", version=0, fields=fields,
-                         scope=scope_of(fields, scope), keys=sig.keys(), signature=sig.to_document())
+        return document_from_fields(table, record_id or "", 0, fields, params, scope)
+    except RecordError as e:
+        raise InvalidInput("(body)", str(e)) from None
 
 
 @dataclass
@@ -146,7 +144,7 @@ class Checker:
         doc = build_document(self.table, fields, self.params, scope, rid)
         res = await score_candidates(self.table, rid, doc, self.backend, self.options)
         flagged = sorted((s for s in res.scored if s.flag is not None),
-                         key=lambda s: (-s.score.score, _id_key(s.candidate.record_id)))
+                         key=lambda s: (-s.score.score, record_id_key(s.candidate.record_id)))
         matches = [{"id": s.candidate.record_id, "score": s.score.score, "flag": s.flag,
                     "reasons": s.score.reasons, "summary": s.score.summary()}
                    for s in flagged[: self.max_matches]]
@@ -155,11 +153,3 @@ class Checker:
                 "matches": matches, "signature_version": int(doc.signature.get("v", 0)),
                 "candidates": len(res.scored), "capped": res.capped}
 
-
-def _id_key(rid: str) -> tuple[int, float, str]:
-    """Sort key of a record id: numeric ids by value, then text."""
-    try:
-        f = float(rid)
-        return (0, f if math.isfinite(f) else 0.0, rid)
-    except ValueError:
-        return (1, 0.0, rid)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -30,23 +29,12 @@ from aiohttp import web
 
 from daemon.backends.base import IndexBackend
 from daemon.logs import get_logger
-from daemon.capture.loop import QueueLoop, env_number
+from daemon.capture.loop import QueueLoop
+from daemon.config import Settings
 from daemon.http.metrics import LoopMetrics
 from daemon.db.queries import query
 
 log = get_logger("nearsync.health")
-
-
-def metrics_port_from(flag: int | None) -> int | None:
-    """The metrics port: ``flag`` if given, else ``NEARSYNC_METRICS_PORT``, else ``None`` (off).
-
-    Raises:
-        ValueError: ``NEARSYNC_METRICS_PORT`` is not an integer.
-    """
-    if flag is not None:
-        return flag
-    raw = os.environ.get("NEARSYNC_METRICS_PORT", "").strip()
-    return int(raw) if raw else None
 
 
 @dataclass
@@ -60,7 +48,8 @@ class HealthServer:
         dsn: database DSN for the readiness and gauge queries (never logged).
         backend: the opened index backend, probed by ``/readyz``.
         table: ``schema.table`` counted in the index as the index probe.
-        max_lag_s / max_stall_s: readiness lag bound and liveness stall bound (s).
+        max_lag_s / max_stall_s: readiness lag bound and liveness stall bound (s)
+            (``[daemon] ready_max_lag_s`` / ``health_max_stall_s``).
         timeout_s: per-check timeout (s).
     """
 
@@ -69,8 +58,8 @@ class HealthServer:
     dsn: str
     backend: IndexBackend
     table: str
-    max_lag_s: float = field(default_factory=lambda: env_number("NEARSYNC_READY_MAX_LAG_S", 60.0))
-    max_stall_s: float = field(default_factory=lambda: env_number("NEARSYNC_HEALTH_MAX_STALL_S", 60.0))
+    max_lag_s: float = 60.0
+    max_stall_s: float = 60.0
     timeout_s: float = 3.0
     port: int = 0
     _runner: web.AppRunner | None = None
@@ -79,7 +68,7 @@ class HealthServer:
     def __post_init__(self) -> None:
         self.loop.observer = self.metrics
 
-    async def start(self, port: int, host: str | None = None) -> int:
+    async def start(self, port: int, host: str = "0.0.0.0") -> int:
         """Listen on ``host:port`` (port 0: any free port); returns the bound port.
 
         Raises:
@@ -91,7 +80,7 @@ class HealthServer:
         app.router.add_get("/readyz", self._readyz)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, host or os.environ.get("NEARSYNC_METRICS_HOST", "0.0.0.0"), port)
+        site = web.TCPSite(self._runner, host, port)
         await site.start()
         server = site._server  # noqa: SLF001 - aiohttp exposes the bound sockets only here
         sockets = getattr(server, "sockets", None) or []
@@ -175,18 +164,28 @@ def _json(ok: bool, details: dict[str, Any]) -> web.Response:
 
 
 @asynccontextmanager
-async def serving(loop: QueueLoop, dsn: str, backend: IndexBackend, table: str,
-                  port: int | None) -> AsyncIterator[HealthServer | None]:
-    """Serve the endpoints of ``loop`` on ``port`` for the duration of the block (``None``: off).
+async def serving(loop: QueueLoop, settings: Settings, backend: IndexBackend,
+                  table: str) -> AsyncIterator[HealthServer | None]:
+    """Serve the endpoints of ``loop`` on ``[daemon] metrics_host:metrics_port`` for the duration
+    of the block (no port: nothing is served).
+
+    Args:
+        loop: the queue loop. settings: the process settings (DSN, ``[daemon]`` health bounds and
+            address). backend: the opened index backend. table: ``schema.table`` probed in the index.
 
     Yields:
-        the running :class:`HealthServer`, or ``None`` when ``port`` is ``None``.
+        the running :class:`HealthServer`, or ``None`` when no metrics port is set.
+
+    Raises:
+        OSError: the port is taken.
     """
-    if port is None:
+    d = settings.daemon
+    if d.metrics_port is None:
         yield None
         return
-    server = HealthServer(loop, LoopMetrics(loop.queue_name), dsn, backend, table)
-    await server.start(port)
+    server = HealthServer(loop, LoopMetrics(loop.queue_name), settings.require_dsn(), backend, table,
+                          max_lag_s=d.ready_max_lag_s, max_stall_s=d.health_max_stall_s)
+    await server.start(d.metrics_port, d.metrics_host)
     try:
         yield server
     finally:

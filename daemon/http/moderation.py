@@ -30,7 +30,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from daemon.backends.base import IndexBackend
-from daemon.dedup.worker import canonical
+from daemon.dedup.ids import canonical
 from daemon.db.queries import query
 
 ACTIONS = {"confirm": "duplicate", "dismiss": "not_duplicate"}
