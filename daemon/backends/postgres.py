@@ -4,7 +4,7 @@ Documents live in ``nearsync.documents`` (one row per record, tombstones for del
 candidate keys in ``nearsync.document_keys`` as signed 64-bit xxh64 hashes of
 ``table \\x1f scope \\x1f key``, so a btree lookup on the hash is blocked by table and scope at once.
 A write is one transaction: version-checked upserts/tombstones, then the keys of the records whose
-write applied (binary COPY). Queries are the named ones in ``sql/pg_index.sql``.
+write applied (binary COPY). Queries are the named ones in ``sql/queries/pg_index.sql``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The tracking/claiming protocol (a transactional outbox read at least once).
 
-* The triggers (``sql/change_log.sql``) append one row per changed record to the index-free
+* The triggers (``sql/migrations/change_log.sql``) append one row per changed record to the index-free
   ``nearsync.change_log`` in the user's transaction (one change sequence value per statement).
 * :meth:`Queue.claim` of the index queue relays the log into ``nearsync.index_tracking`` in one
   statement (delete, latest change per record, upsert, claimed at once): repeated changes of a
@@ -76,7 +76,7 @@ class Queue:
         For the index queue, the rows already queued come first; when they fall short of ``limit``,
         ``relay_claim`` relays up to :data:`RELAY_LIMIT` change-log rows (all pending changes of a
         record coalesce) and claims the oldest of them in the same statement (see
-        ``sql/tracking.sql``); should it claim none of the rows it queued, ``claim`` runs again (the
+        ``sql/queries/queue.sql``); should it claim none of the rows it queued, ``claim`` runs again (the
         drain would otherwise stop short). Each statement runs in its own autocommit transaction.
 
         Returns:

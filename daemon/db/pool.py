@@ -1,6 +1,6 @@
 """Connection-pool callbacks shared by nearsync's psycopg pools (psycopg_pool.AsyncConnectionPool).
 
-:func:`configure_session` sets up each new pooled connection (``sql/tracking.sql``,
+:func:`configure_session` sets up each new pooled connection (``sql/queries/queue.sql``,
 ``session_settings``: JIT off).
 
 ``AsyncConnectionPool.check_connection`` pings every connection it hands out: one more round trip

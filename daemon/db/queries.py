@@ -1,7 +1,9 @@
 """Named SQL, loaded from the ``sql/`` directory.
 
-Each ``sql/*.sql`` file is either a script (run whole, e.g. by a migration: :func:`script`) or a
-set of named queries, each introduced by a ``-- name: <name>`` line (:func:`query`). Queries take
+``sql/migrations/*.sql`` are scripts, run whole by the Alembic migrations (:func:`script`).
+``sql/queries/*.sql`` are the runtime queries, one file per concern (the queues, dead letters, the
+source table, reindex, the LISTEN connection, the dedup worker, moderation, the PostgreSQL index,
+metrics, roles), each query introduced by a ``-- name: <name>`` line (:func:`query`). Queries take
 psycopg ``%(name)s`` parameters; ``{placeholders}`` stand for identifiers from configuration and are
 filled with :func:`psycopg.sql.SQL.format` and ``sql.Identifier`` by the caller. Nothing else in the
 package writes SQL text.
@@ -34,7 +36,7 @@ def sql_dir() -> Path:
 @functools.cache
 def _all_queries() -> dict[str, str]:
     out: dict[str, str] = {}
-    for path in sorted(sql_dir().glob("*.sql")):
+    for path in sorted((sql_dir() / "queries").glob("*.sql")):
         text = path.read_text()
         parts = _NAME.split(text)
         for name, body in zip(parts[1::2], parts[2::2], strict=True):
@@ -57,9 +59,9 @@ def query(name: str) -> sql.SQL:
 
 
 def script(name: str) -> str:
-    """The whole text of ``sql/<name>.sql`` (a script, run as is).
+    """The whole text of ``sql/migrations/<name>.sql`` (a migration script, run as is).
 
     Raises:
         FileNotFoundError: no such file.
     """
-    return (sql_dir() / f"{name}.sql").read_text()
+    return (sql_dir() / "migrations" / f"{name}.sql").read_text()

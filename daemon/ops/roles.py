@@ -4,7 +4,7 @@ The role gets: ``SELECT`` on the tracked table (and ``USAGE`` on its schema); ``
 UPDATE, DELETE`` on every table of the ``nearsync`` schema and ``USAGE, SELECT, UPDATE`` on its
 sequences, including those later migrations add (default privileges). Nothing else: it cannot write
 the tracked table nor create objects. Migrations keep running as the owner. The grants live in
-``sql/roles.sql`` as the function ``nearsync.grant_daemon_role(role, table)``.
+``sql/queries/roles.sql`` as the function ``nearsync.grant_daemon_role(role, table)``.
 """
 
 from __future__ import annotations

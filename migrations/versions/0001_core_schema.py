@@ -15,10 +15,10 @@ depends_on = None
 
 
 def upgrade(settings=None) -> None:
-    """Create the ``nearsync`` schema and its tables (``sql/schema_core.sql``)."""
+    """Create the ``nearsync`` schema and its tables (``sql/migrations/schema_core.sql``)."""
     op.execute(script("schema_core"))
 
 
 def downgrade(settings=None) -> None:
-    """Drop the ``nearsync`` schema (``sql/schema_core_down.sql``)."""
+    """Drop the ``nearsync`` schema (``sql/migrations/schema_core_down.sql``)."""
     op.execute(script("schema_core_down"))

@@ -14,10 +14,12 @@ depends_on = None
 
 
 def upgrade(settings=None) -> None:
-    """Install ``nearsync.attach_table`` and attach the configured source table.
+    """Install ``nearsync.attach_table`` (with the helpers of ``sql/migrations/trigger_helpers.sql``)
+    and attach the configured source table.
 
     Creates the reference ``ads`` table first when ``source.create_reference_table`` is true.
     """
+    op.execute(script("trigger_helpers"))
     op.execute(script("triggers"))
     if settings is None:
         return
@@ -31,5 +33,5 @@ def upgrade(settings=None) -> None:
 
 
 def downgrade(settings=None) -> None:
-    """Detach every tracked table and drop the trigger functions (``sql/triggers_down.sql``)."""
+    """Detach every tracked table and drop the trigger functions (``sql/migrations/triggers_down.sql``)."""
     op.execute(script("triggers_down"))

@@ -24,5 +24,5 @@ def upgrade(settings=None) -> None:
 
 
 def downgrade(settings=None) -> None:
-    """Drop the dedup tables and view (``sql/schema_dedup_down.sql``)."""
+    """Drop the dedup tables and view (``sql/migrations/schema_dedup_down.sql``)."""
     op.execute(script("schema_dedup_down"))

@@ -15,10 +15,10 @@ depends_on = None
 
 
 def upgrade(settings=None) -> None:
-    """Create ``nearsync.pair_decisions`` (``sql/schema_decisions.sql``)."""
+    """Create ``nearsync.pair_decisions`` (``sql/migrations/schema_decisions.sql``)."""
     op.execute(script("schema_decisions"))
 
 
 def downgrade(settings=None) -> None:
-    """Drop it (``sql/schema_decisions_down.sql``)."""
+    """Drop it (``sql/migrations/schema_decisions_down.sql``)."""
     op.execute(script("schema_decisions_down"))

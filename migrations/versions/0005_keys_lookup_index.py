@@ -15,10 +15,10 @@ depends_on = None
 
 
 def upgrade(settings=None) -> None:
-    """Replace the key index (``sql/keys_lookup_index.sql``)."""
+    """Replace the key index (``sql/migrations/keys_lookup_index.sql``)."""
     op.execute(script("keys_lookup_index"))
 
 
 def downgrade(settings=None) -> None:
-    """Restore the single-column key index (``sql/keys_lookup_index_down.sql``)."""
+    """Restore the single-column key index (``sql/migrations/keys_lookup_index_down.sql``)."""
     op.execute(script("keys_lookup_index_down"))

@@ -15,10 +15,10 @@ depends_on = None
 
 
 def upgrade(settings=None) -> None:
-    """Add ``a_fingerprint`` / ``b_fingerprint`` (``sql/decision_fingerprints.sql``)."""
+    """Add ``a_fingerprint`` / ``b_fingerprint`` (``sql/migrations/decision_fingerprints.sql``)."""
     op.execute(script("decision_fingerprints"))
 
 
 def downgrade(settings=None) -> None:
-    """Drop them (``sql/decision_fingerprints_down.sql``)."""
+    """Drop them (``sql/migrations/decision_fingerprints_down.sql``)."""
     op.execute(script("decision_fingerprints_down"))

@@ -15,10 +15,10 @@ depends_on = None
 
 
 def upgrade(settings=None) -> None:
-    """Add ``nearsync.documents.bottomk`` (``sql/documents_bottomk.sql``)."""
+    """Add ``nearsync.documents.bottomk`` (``sql/migrations/documents_bottomk.sql``)."""
     op.execute(script("documents_bottomk"))
 
 
 def downgrade(settings=None) -> None:
-    """Fold the sketches back into the signatures and drop it (``sql/documents_bottomk_down.sql``)."""
+    """Fold the sketches back into the signatures and drop it (``sql/migrations/documents_bottomk_down.sql``)."""
     op.execute(script("documents_bottomk_down"))

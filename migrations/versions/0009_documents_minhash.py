@@ -15,10 +15,10 @@ depends_on = None
 
 
 def upgrade(settings=None) -> None:
-    """Add ``nearsync.documents.minhash`` and compress with lz4 where available (``sql/documents_minhash.sql``)."""
+    """Add ``nearsync.documents.minhash`` and compress with lz4 where available (``sql/migrations/documents_minhash.sql``)."""
     op.execute(script("documents_minhash"))
 
 
 def downgrade(settings=None) -> None:
-    """Fold the MinHash back into the signatures and drop it (``sql/documents_minhash_down.sql``)."""
+    """Fold the MinHash back into the signatures and drop it (``sql/migrations/documents_minhash_down.sql``)."""
     op.execute(script("documents_minhash_down"))

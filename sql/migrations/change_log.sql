@@ -1,5 +1,5 @@
 -- Migration 0008: the triggers append to an index-free change log; the daemon coalesces it into
--- index_tracking (the `relay` query in tracking.sql) before each claim.
+-- index_tracking (the `relay_claim` query in sql/queries/queue.sql) before each claim.
 --
 -- Why: an upsert into index_tracking (a primary key and a seq index to maintain, a conflict check
 -- per row) made a bulk INSERT ~4x slower than without triggers. Appending to a heap with no index,
@@ -44,14 +44,8 @@ DECLARE
     old_cols  text;
     new_cols  text;
     append    text := 'INSERT INTO nearsync.change_log (table_name, record_id, op, seq, changed_at) ';
-    missing   text;
 BEGIN
-    SELECT string_agg(c, ', ') INTO missing FROM unnest(p_columns || p_id) AS c
-    WHERE NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = p_table AND a.attname = c
-                      AND a.attnum > 0 AND NOT a.attisdropped);
-    IF missing IS NOT NULL THEN
-        RAISE EXCEPTION 'nearsync: table % has no column(s) %', tname, missing;
-    END IF;
+    PERFORM nearsync.require_columns(p_table, p_id, p_columns);
     SELECT string_agg(format('o.%I', c), ', '), string_agg(format('n.%I', c), ', ')
       INTO old_cols, new_cols FROM unnest(p_columns) AS c;
     EXECUTE format($f$
@@ -81,17 +75,7 @@ BEGIN
         END
         $body$ $f$, fn, append, tname, p_id, old_cols, new_cols);
 
-    PERFORM nearsync.detach_table_triggers_only(p_table);
-    EXECUTE format('CREATE TRIGGER nearsync_track_insert AFTER INSERT ON %s REFERENCING NEW TABLE AS new_rows '
-                   'FOR EACH STATEMENT EXECUTE FUNCTION nearsync.%I()', p_table, fn);
-    EXECUTE format('CREATE TRIGGER nearsync_track_update AFTER UPDATE ON %s REFERENCING OLD TABLE AS old_rows '
-                   'NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION nearsync.%I()', p_table, fn);
-    EXECUTE format('CREATE TRIGGER nearsync_track_delete AFTER DELETE ON %s REFERENCING OLD TABLE AS old_rows '
-                   'FOR EACH STATEMENT EXECUTE FUNCTION nearsync.%I()', p_table, fn);
-    INSERT INTO nearsync.tracked_tables (table_name, id_column, tracked_columns)
-    VALUES (tname, p_id, p_columns)
-    ON CONFLICT (table_name) DO UPDATE SET id_column = excluded.id_column,
-        tracked_columns = excluded.tracked_columns, attached_at = now();
+    PERFORM nearsync.install_triggers(p_table, p_id, p_columns, fn);
 END
 $$;
 

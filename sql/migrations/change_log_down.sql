@@ -1,5 +1,5 @@
 -- Downgrade of migration 0008: move what is still in the change log into index_tracking (the
--- coalescing upsert of the relay), put back the 0002 trigger generator (sql/triggers.sql, run by
+-- coalescing upsert of the relay), put back the 0002 trigger generator (sql/migrations/triggers.sql, run by
 -- the migration before this script) and rebuild every tracked table's triggers with it, then drop
 -- the view and the log. The log is locked first so that no change committed meanwhile is dropped
 -- with it (a concurrent writer waits, then fails on the dropped table rather than losing its change).

@@ -1,5 +1,5 @@
 -- Observability: figures read by /metrics, /readyz and the chaos/hygiene checks (daemon.metrics,
--- daemon.health). Queue figures reuse tracking.sql's queue_status and dead_letter_count.
+-- daemon.health). Queue figures reuse queue.sql's queue_status and deadletters.sql's dead_letter_count.
 
 -- name: notification_queue_usage
 -- Fraction (0..1) of the server's NOTIFY queue in use; near 1 means listeners are not keeping up.

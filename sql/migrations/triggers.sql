@@ -1,6 +1,6 @@
--- Trigger management as migration 0002 applies it. Migration 0008 replaces attach_table() with the
--- change-log version (sql/change_log.sql) and its downgrade puts this one back; the helper
--- functions here stay in use.
+-- Trigger management as migration 0002 applies it (after sql/migrations/trigger_helpers.sql).
+-- Migration 0008 replaces attach_table() with the change-log version (sql/migrations/change_log.sql)
+-- and its downgrade puts this one back; detach_table() stays in use.
 --
 -- 0002's generator: nearsync.attach_table() generates, for one
 -- tracked table, a trigger function and three STATEMENT-level AFTER triggers with transition
@@ -11,25 +11,12 @@
 -- UPDATEs are compared on the tracked columns only; an UPDATE that changes none enqueues nothing.
 -- An UPDATE that changes the primary key enqueues a delete of the old id and an upsert of the new.
 
-CREATE OR REPLACE FUNCTION nearsync.trigger_function_name(p_table regclass) RETURNS text
-LANGUAGE sql STABLE AS $$
-    SELECT 'track_' || left(md5(p_table::oid::text || p_table::text), 16)
-$$;
-
-CREATE OR REPLACE FUNCTION nearsync.qualified_name(p_table regclass) RETURNS text
-LANGUAGE sql STABLE AS $$
-    SELECT n.nspname || '.' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-    WHERE c.oid = p_table
-$$;
-
 CREATE OR REPLACE FUNCTION nearsync.detach_table(p_table regclass) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     fn text := nearsync.trigger_function_name(p_table);
 BEGIN
-    EXECUTE format('DROP TRIGGER IF EXISTS nearsync_track_insert ON %s', p_table);
-    EXECUTE format('DROP TRIGGER IF EXISTS nearsync_track_update ON %s', p_table);
-    EXECUTE format('DROP TRIGGER IF EXISTS nearsync_track_delete ON %s', p_table);
+    PERFORM nearsync.detach_table_triggers_only(p_table);
     EXECUTE format('DROP FUNCTION IF EXISTS nearsync.%I()', fn);
     DELETE FROM nearsync.tracked_tables WHERE table_name = nearsync.qualified_name(p_table);
 END
@@ -46,14 +33,8 @@ DECLARE
     coalesce_pending text := 'ON CONFLICT (queue, table_name, record_id) DO UPDATE SET '
         'op = excluded.op, seq = excluded.seq, changed_at = excluded.changed_at, '
         'claimed_by = NULL, claimed_at = NULL, attempts = 0, not_before = NULL, last_error = NULL';
-    missing   text;
 BEGIN
-    SELECT string_agg(c, ', ') INTO missing FROM unnest(p_columns || p_id) AS c
-    WHERE NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = p_table AND a.attname = c
-                      AND a.attnum > 0 AND NOT a.attisdropped);
-    IF missing IS NOT NULL THEN
-        RAISE EXCEPTION 'nearsync: table % has no column(s) %', tname, missing;
-    END IF;
+    PERFORM nearsync.require_columns(p_table, p_id, p_columns);
     SELECT string_agg(format('o.%I', c), ', '), string_agg(format('n.%I', c), ', ')
       INTO old_cols, new_cols FROM unnest(p_columns) AS c;
     upsert := 'INSERT INTO nearsync.index_tracking AS t (queue, table_name, record_id, op, seq, changed_at) ';
@@ -89,25 +70,6 @@ BEGIN
         END
         $body$ $f$, fn, upsert, tname, p_id, old_cols, new_cols, coalesce_pending);
 
-    PERFORM nearsync.detach_table_triggers_only(p_table);
-    EXECUTE format('CREATE TRIGGER nearsync_track_insert AFTER INSERT ON %s REFERENCING NEW TABLE AS new_rows '
-                   'FOR EACH STATEMENT EXECUTE FUNCTION nearsync.%I()', p_table, fn);
-    EXECUTE format('CREATE TRIGGER nearsync_track_update AFTER UPDATE ON %s REFERENCING OLD TABLE AS old_rows '
-                   'NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION nearsync.%I()', p_table, fn);
-    EXECUTE format('CREATE TRIGGER nearsync_track_delete AFTER DELETE ON %s REFERENCING OLD TABLE AS old_rows '
-                   'FOR EACH STATEMENT EXECUTE FUNCTION nearsync.%I()', p_table, fn);
-    INSERT INTO nearsync.tracked_tables (table_name, id_column, tracked_columns)
-    VALUES (tname, p_id, p_columns)
-    ON CONFLICT (table_name) DO UPDATE SET id_column = excluded.id_column,
-        tracked_columns = excluded.tracked_columns, attached_at = now();
-END
-$$;
-
-CREATE OR REPLACE FUNCTION nearsync.detach_table_triggers_only(p_table regclass) RETURNS void
-LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE format('DROP TRIGGER IF EXISTS nearsync_track_insert ON %s', p_table);
-    EXECUTE format('DROP TRIGGER IF EXISTS nearsync_track_update ON %s', p_table);
-    EXECUTE format('DROP TRIGGER IF EXISTS nearsync_track_delete ON %s', p_table);
+    PERFORM nearsync.install_triggers(p_table, p_id, p_columns, fn);
 END
 $$;

@@ -1,5 +1,5 @@
--- The tracking/claiming protocol. Queries are loaded by name (daemon.queries).
--- The triggers append to nearsync.change_log; `relay` coalesces the log into index_tracking, the
+-- The tracking/claiming protocol: the queues workers claim from (daemon.capture.queue).
+-- The triggers append to nearsync.change_log; `relay_claim` coalesces the log into index_tracking, the
 -- queue table that workers claim from (the dedup queue is filled by the daemon, not the log).
 -- Parameters use psycopg's %(name)s placeholders; {identifiers} are filled with sql.Identifier.
 
@@ -142,6 +142,23 @@ ON CONFLICT (queue, table_name, record_id) DO UPDATE SET
     claimed_by = NULL, claimed_at = NULL, attempts = 0, not_before = NULL, last_error = NULL
 WHERE t.seq < excluded.seq;
 
+-- name: enqueue_fresh
+-- Put records on a queue with a fresh sequence (repair: missing, orphaned or drifted documents).
+INSERT INTO nearsync.index_tracking AS t (queue, table_name, record_id, op, seq, changed_at)
+SELECT %(queue)s, %(table)s, e.record_id, e.op, nextval('nearsync.change_seq'), clock_timestamp()
+FROM unnest(%(record_ids)b::text[], %(ops)b::text[]) AS e(record_id, op)
+ON CONFLICT (queue, table_name, record_id) DO UPDATE SET
+    op = excluded.op, seq = excluded.seq, changed_at = excluded.changed_at,
+    claimed_by = NULL, claimed_at = NULL, attempts = 0, not_before = NULL, last_error = NULL;
+
+-- name: has_due
+-- Whether a queue has anything due (batch mode opens its window only then); for the index queue
+-- that includes change-log rows not yet relayed.
+SELECT EXISTS (
+    SELECT 1 FROM nearsync.index_tracking
+    WHERE queue = %(queue)s AND (not_before IS NULL OR not_before <= clock_timestamp())
+) OR (%(queue)s = 'index' AND EXISTS (SELECT 1 FROM nearsync.change_log)) AS due;
+
 -- name: notify
 SELECT pg_notify(%(channel)s, %(payload)s);
 
@@ -156,139 +173,3 @@ FROM (SELECT queue, min(changed_at) AS changed_at, bool_or(claimed_by IS NOT NUL
              bool_or(attempts > 0) AS retrying
       FROM nearsync.pending_changes GROUP BY queue, table_name, record_id) AS p
 GROUP BY queue ORDER BY queue;
-
--- name: dead_letter_count
-SELECT queue, count(*)::bigint AS n FROM nearsync.dead_letters GROUP BY queue ORDER BY queue;
-
--- name: dead_letter_list
-SELECT id, queue, table_name, record_id, op, seq, attempts, error, changed_at, failed_at
-FROM nearsync.dead_letters ORDER BY id LIMIT %(limit)s;
-
--- name: dead_letter_retry
--- Put dead letters back on their queue with a fresh sequence and zero attempts.
-WITH back AS (
-    DELETE FROM nearsync.dead_letters WHERE (%(ids)b::bigint[] IS NULL OR id = ANY(%(ids)b::bigint[]))
-    RETURNING queue, table_name, record_id, op
-)
-INSERT INTO nearsync.index_tracking AS t (queue, table_name, record_id, op, seq, changed_at)
-SELECT queue, table_name, record_id, op, nextval('nearsync.change_seq'), clock_timestamp() FROM back
-ON CONFLICT (queue, table_name, record_id) DO UPDATE SET
-    op = excluded.op, seq = excluded.seq, changed_at = excluded.changed_at,
-    claimed_by = NULL, claimed_at = NULL, attempts = 0, not_before = NULL, last_error = NULL
-RETURNING t.record_id;
-
--- name: dead_letter_purge
-DELETE FROM nearsync.dead_letters WHERE (%(ids)b::bigint[] IS NULL OR id = ANY(%(ids)b::bigint[]));
-
--- name: tracked_tables
-SELECT table_name, id_column, tracked_columns FROM nearsync.tracked_tables ORDER BY table_name;
-
--- name: table_exists
-SELECT to_regclass(%(name)s) IS NOT NULL AS present;
-
--- name: schema_revision_readable
--- Whether this role may read Alembic's version table (roles granted before migration 0008 may not).
-SELECT to_regclass('public.nearsync_alembic_version') IS NOT NULL
-       AND has_table_privilege('public.nearsync_alembic_version', 'SELECT') AS readable;
-
--- name: schema_revision
--- The database's nearsync migration (Alembic's version table; see daemon.migrate).
-SELECT version_num FROM public.nearsync_alembic_version;
-
--- name: column_types
-SELECT a.attname AS column_name, format_type(a.atttypid, a.atttypmod) AS type_name,
-       t.typname AS base_type
-FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
-WHERE a.attrelid = to_regclass(%(name)s) AND a.attnum > 0 AND NOT a.attisdropped;
-
--- name: load_rows
--- The changed rows, in one query. {columns}, {table} and {id} are identifiers from configuration.
-SELECT {columns} FROM {table} WHERE {id} = ANY(%(ids)s);
-
--- name: enqueue_page
--- One page of a full reindex, by keyset pagination on the id: every row of the page is put on the
--- index queue with a fresh sequence (coalescing with pending rows), so the normal path indexes it
--- and no concurrent change can be overwritten by an older read. The walk stops at the highest id
--- seen at the start, so inserts faster than the reindex cannot keep it running forever.
-WITH page AS (
-    SELECT {id} AS id FROM {table}
-    WHERE (%(after)s::text IS NULL OR {id} > %(after_value)s)
-      AND (%(upto)s::text IS NULL OR {id} <= %(upto_value)s)
-    ORDER BY {id} LIMIT %(limit)s
-), queued AS (
-    INSERT INTO nearsync.index_tracking AS t (queue, table_name, record_id, op, seq, changed_at)
-    SELECT 'index', %(table_name)s, page.id::text, 'U', nextval('nearsync.change_seq'), clock_timestamp()
-    FROM page
-    ON CONFLICT (queue, table_name, record_id) DO UPDATE SET
-        op = excluded.op, seq = excluded.seq, changed_at = excluded.changed_at,
-        claimed_by = NULL, claimed_at = NULL, attempts = 0, not_before = NULL, last_error = NULL
-    RETURNING 1
-)
-SELECT (SELECT count(*) FROM queued)::bigint AS queued, (SELECT max(id)::text FROM page) AS last_key;
-
--- name: max_key
--- The highest id when a reindex starts: rows inserted later are the triggers' (and the daemon's).
-SELECT max({id})::text AS max_key FROM {table};
-
--- name: count_rows
-SELECT count(*)::bigint AS n FROM {table};
-
--- name: ids_present
--- Which of the given ids exist in the table (verify).
-SELECT {id}::text AS record_id FROM {table} WHERE {id} = ANY(%(ids)s);
-
--- name: checkpoint_get
-SELECT job, last_key, done, total FROM nearsync.job_checkpoints WHERE job = %(job)s;
-
--- name: checkpoint_put
-INSERT INTO nearsync.job_checkpoints (job, last_key, done, total)
-VALUES (%(job)s, %(last_key)s, %(done)s, %(total)s)
-ON CONFLICT (job) DO UPDATE SET last_key = excluded.last_key, done = excluded.done,
-    total = excluded.total, updated_at = now();
-
--- name: checkpoint_delete
-DELETE FROM nearsync.job_checkpoints WHERE job = %(job)s;
-
--- name: attach_table
-SELECT nearsync.attach_table(%(table)s::regclass, %(id_column)s, %(columns)b::text[]);
-
--- name: detach_table
-SELECT nearsync.detach_table(%(table)s::regclass);
-
--- name: listen
-LISTEN {channel};
-
--- name: ping
-SELECT 1;
-
--- name: session_settings
--- Every pooled connection of nearsync: no JIT compilation. Our statements are short, but the
--- planner's row estimate for a recursive CTE (the dedup worker's component walk) is in the
--- millions, which made PostgreSQL JIT-compile it: ~180 ms of compilation for ~20 ms of work.
-SET jit = off;
-
--- name: enqueue_fresh
--- Put records on a queue with a fresh sequence (repair: missing, orphaned or drifted documents).
-INSERT INTO nearsync.index_tracking AS t (queue, table_name, record_id, op, seq, changed_at)
-SELECT %(queue)s, %(table)s, e.record_id, e.op, nextval('nearsync.change_seq'), clock_timestamp()
-FROM unnest(%(record_ids)b::text[], %(ops)b::text[]) AS e(record_id, op)
-ON CONFLICT (queue, table_name, record_id) DO UPDATE SET
-    op = excluded.op, seq = excluded.seq, changed_at = excluded.changed_at,
-    claimed_by = NULL, claimed_at = NULL, attempts = 0, not_before = NULL, last_error = NULL;
-
--- name: id_page
--- One page of ids by keyset pagination (verify).
-SELECT {id}::text AS record_id, {id} AS key FROM {table}
-WHERE %(after)s::text IS NULL OR {id} > %(after_value)s
-ORDER BY {id} LIMIT %(limit)s;
-
--- name: has_due
--- Whether a queue has anything due (batch mode opens its window only then); for the index queue
--- that includes change-log rows not yet relayed.
-SELECT EXISTS (
-    SELECT 1 FROM nearsync.index_tracking
-    WHERE queue = %(queue)s AND (not_before IS NULL OR not_before <= clock_timestamp())
-) OR (%(queue)s = 'index' AND EXISTS (SELECT 1 FROM nearsync.change_log)) AS due;
-
--- name: create_flag_view
-SELECT nearsync.create_flag_view(%(table)s::regclass, %(id_column)s);

@@ -13,6 +13,8 @@ END
 $$;
 DROP FUNCTION IF EXISTS nearsync.attach_table(regclass, text, text[]);
 DROP FUNCTION IF EXISTS nearsync.detach_table(regclass);
+DROP FUNCTION IF EXISTS nearsync.install_triggers(regclass, text, text[], text);
+DROP FUNCTION IF EXISTS nearsync.require_columns(regclass, text, text[]);
 DROP FUNCTION IF EXISTS nearsync.detach_table_triggers_only(regclass);
 DROP FUNCTION IF EXISTS nearsync.trigger_function_name(regclass);
 DROP FUNCTION IF EXISTS nearsync.qualified_name(regclass);
