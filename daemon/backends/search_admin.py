@@ -51,15 +51,19 @@ def next_alias(alias: str) -> str:
     return f"{alias}_next"
 
 
-async def alias_indices(client: SearchClient, name: str) -> list[str]:
-    """Concrete indices the alias ``name`` points to (sorted); ``[]`` if no such alias."""
+async def _get_or_empty(client: SearchClient, path: str) -> dict[str, Any]:
+    """``GET path``'s body, or ``{}`` when the server answers 404 (no such alias or index)."""
     try:
-        res = await client.request("GET", f"/_alias/{name}")
+        return await client.request("GET", path)
     except SearchHTTPError as e:
         if e.status == 404:
-            return []
+            return {}
         raise
-    return sorted(res)
+
+
+async def alias_indices(client: SearchClient, name: str) -> list[str]:
+    """Concrete indices the alias ``name`` points to (sorted); ``[]`` if no such alias."""
+    return sorted(await _get_or_empty(client, f"/_alias/{name}"))
 
 
 async def ensure_template(client: SearchClient, alias: str) -> None:
@@ -104,12 +108,7 @@ async def ensure_index(client: SearchClient, alias: str) -> str:
 
 async def list_versions(client: SearchClient, alias: str) -> list[IndexVersion]:
     """Every ``{alias}_v<N>`` index, oldest first, with whether the alias points to it (``[]`` if none)."""
-    try:
-        res = await client.request("GET", f"/{alias}_v*/_alias")
-    except SearchHTTPError as e:
-        if e.status == 404:
-            return []
-        raise
+    res = await _get_or_empty(client, f"/{alias}_v*/_alias")
     pat = re.compile(rf"^{re.escape(alias)}_v(\d+)$")
     out: list[IndexVersion] = []
     for name, info in res.items():

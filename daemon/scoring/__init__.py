@@ -2,6 +2,9 @@
 
 Public API: :class:`ScoringConfig` (``from_mapping``), :func:`score_pair` -> :class:`PairScore`,
 :func:`score_matrix`, :func:`decide`, and the per-field metrics in :mod:`daemon.scoring.metrics`.
+
+May import: :mod:`daemon.signatures` (sketch comparisons), rapidfuzz, numpy and :mod:`daemon.errors`;
+nothing with I/O (``.importlinter``).
 """
 
 from daemon.scoring.combine import PairScore, field_similarity, score_matrix, score_pair

@@ -13,6 +13,9 @@ Typical use::
     sig = compute_signature({"title": "...", "body": "...", "lat": 48.85, "lon": 2.35}, params)
     doc = sig.to_document()          # stored in the search index
     candidates = sig.keys()          # looked up in the index
+
+May import: the standard library, numpy, xxhash, snowballstemmer, pygeohash and
+:mod:`daemon.errors`; nothing with I/O and no other nearsync package (``.importlinter``).
 """
 
 from __future__ import annotations
