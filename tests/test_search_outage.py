@@ -120,9 +120,15 @@ async def test_daemon_started_during_an_outage_waits_then_indexes(settings: Sett
     daemon = spawn_search_daemon(s, tmp_path)
     try:
         await insert_ads(s.dsn, 10)
-        await asyncio.sleep(3.0)
-        assert daemon.poll() is None, (tmp_path / "daemon.log").read_text()[-2000:]
-        assert "unavailable at start" in (tmp_path / "daemon.log").read_text()
+        log = tmp_path / "daemon.log"
+
+        async def waiting() -> bool:  # said so in its log (a loaded machine may take seconds to start it)
+            return "unavailable at start" in log.read_text() or daemon.poll() is not None
+
+        await wait_until(waiting, timeout=60, interval=0.2)
+        await asyncio.sleep(1.0)  # and keeps waiting rather than exiting
+        assert daemon.poll() is None, log.read_text()[-2000:]
+        assert "unavailable at start" in log.read_text()
         proxy.set_mode("forward")
         await wait_until(lambda: in_sync(s), timeout=60)
     finally:
