@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
                 time.sleep(1.0)
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
                 page = r.read().decode()
-            m = re.search(r'^nearsync_batch_limit\{queue="index"\} (\S+)$', page, re.M)
+            m = re.search(r'^nearsync_batch_limit_rows\{queue="index"\} (\S+)$', page, re.M)
             limit = m.group(1) if m else ""
             peak = max(peak, peak_rss_mb(proc.pid))
         finally:

@@ -200,7 +200,7 @@ class DaemonSettings:
     health_max_stall_s: float = 60.0
     ready_max_lag_s: float = 60.0
     metrics_port: int | None = None
-    metrics_host: str = "0.0.0.0"
+    metrics_host: str = "127.0.0.1"
 
     def batch_bounds(self) -> tuple[int, int]:
         """``(floor, ceiling)`` of the adaptive batch size in rows (ceiling >= floor >= 1)."""

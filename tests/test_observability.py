@@ -102,12 +102,23 @@ async def test_metrics_and_health_scraped_during_a_run(settings: Settings, tmp_p
         assert sample(page, "nearsync_retried_total", queue="index", reason="record") == 2  # max_attempts 3
         assert sample(page, "nearsync_commit_to_indexed_seconds_count") == 45
         assert sample(page, "nearsync_dead_letters", queue="index") == 1
-        assert sample(page, "nearsync_pending", queue="index") == 0
-        assert sample(page, "nearsync_batch_size_count", queue="index") >= 1
-        assert "nearsync_notification_queue_usage 0.0" in page
+        assert sample(page, "nearsync_pending_changes", queue="index") == 0
+        assert sample(page, "nearsync_batch_size_rows_count", queue="index") >= 1
+        assert sample(page, "nearsync_batch_limit_rows", queue="index") >= 1
+        assert "nearsync_notification_queue_usage_ratio 0.0" in page
+        assert sample(page, "process_resident_memory_bytes") > 0  # the standard process collector
         _, wpage = await get(pw, "/metrics")
         assert sample(wpage, "nearsync_commit_to_flagged_seconds_count") == 45
         assert sample(wpage, "nearsync_candidates_per_record_count") >= 1
+        assert sample(wpage, "process_cpu_seconds_total") > 0
+        # each process exports its own series only, and no *_created samples
+        assert "_created" not in page and "_created" not in wpage
+        for foreign in ("nearsync_commit_to_flagged_seconds", "nearsync_candidates_per_record",
+                        "nearsync_candidate_cap_hits", 'queue="dedup"'):
+            assert foreign not in page, foreign
+        for foreign in ("nearsync_commit_to_indexed_seconds", "nearsync_changes_indexed",
+                        "nearsync_notification_queue_usage_ratio", 'queue="index"'):
+            assert foreign not in wpage, foreign
         # the same figures as `nearsync status`
         report = await status(settings)
         assert report["queues"]["index"]["dead_letters"] == sample(page, "nearsync_dead_letters", queue="index")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import shutil
 import subprocess
 import sys
@@ -304,6 +305,30 @@ def test_concurrency_defaults_per_queue() -> None:
     assert DaemonSettings().concurrency_for("dedup") == 2
     assert DaemonSettings.from_mapping({"concurrency": 3}).concurrency_for("index") == 3
     assert load_settings(None, concurrency=4).daemon.concurrency_for("dedup") == 4
+
+
+def test_systemd_units_cover_every_process_and_do_not_restart_on_config_errors() -> None:
+    units = {u.name: u.read_text() for u in (REPO / "deploy" / "systemd").glob("*.service")}
+    assert set(units) == {"nearsync-indexer.service", "nearsync-dedup.service", "nearsync-reindex.service",
+                          "nearsync-serve.service"}
+    for name in ("nearsync-indexer.service", "nearsync-dedup.service", "nearsync-serve.service"):
+        assert "Restart=on-failure" in units[name] and "RestartPreventExitStatus=2 3" in units[name], name
+    assert "nearsync serve --host 127.0.0.1" in units["nearsync-serve.service"]
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
+@pytest.mark.parametrize("unit", sorted(p.name for p in (REPO / "deploy" / "systemd").glob("*.service")))
+def test_systemd_unit_exposure_is_at_most_2(unit: str, tmp_path: Path) -> None:
+    """``systemd-analyze security`` rates each unit file 2.0 or lower (OK); 8.5 EXPOSED before hardening."""
+    copy = tmp_path / unit
+    copy.write_text((REPO / "deploy" / "systemd" / unit).read_text())
+    proc = subprocess.run(["systemd-analyze", "security", "--offline=true", "--no-pager", str(copy)],
+                          capture_output=True, text=True, timeout=60)
+    m = re.search(r"Overall exposure level for \S+: ([0-9.]+)", proc.stdout + proc.stderr)
+    if m is None and "offline" in proc.stderr:
+        pytest.skip(f"this systemd-analyze cannot rate unit files offline: {proc.stderr.strip()[:200]}")
+    assert m is not None, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert float(m.group(1)) <= 2.0, proc.stdout
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")

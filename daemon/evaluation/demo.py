@@ -202,6 +202,8 @@ def _print_report(r: dict[str, Any]) -> None:
     for name, m in r.get("baselines", {}).items():
         if isinstance(m, dict):
             _say(line(f"baseline {name}", m))
+        elif name == "skipped":
+            _say(f"  baselines skipped: {m}")
     _say("\nthree flagged examples (record | original):")
     for ex in r.get("_examples", []):
         mark = "correct" if ex["correct"] else "not in the true pairs"

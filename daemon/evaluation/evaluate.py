@@ -143,7 +143,15 @@ async def _run_pipeline(settings: Settings, ds: Dataset, *, progress: bool) -> d
 
 
 def _baselines(ds: Dataset, truth: set[tuple[str, str]], source: dict[str, Any], cross: bool) -> dict[str, Any]:
-    from daemon.evaluation.baselines import levenshtein_title_pairs, minhash_lsh_pairs, simhash_pairs, tune_minhash_lsh
+    try:
+        from daemon.evaluation.baselines import (
+            levenshtein_title_pairs,
+            minhash_lsh_pairs,
+            simhash_pairs,
+            tune_minhash_lsh,
+        )
+    except ImportError as e:  # the `eval` extra is not installed
+        return {"skipped": f"the baselines need {e.name}: pip install 'nearsync[eval]' (or pass --no-baselines)"}
 
     recs = [(r.key, r.fields.get("title"), r.fields.get("body")) for r in ds.records]
 

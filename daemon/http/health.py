@@ -3,21 +3,24 @@
 * ``/metrics``: Prometheus text format (:class:`daemon.http.metrics.LoopMetrics`); the database-wide
   gauges are re-read at most once a second, on scrape.
 * ``/healthz``: 200 while the process is alive and its loop turns (``QueueLoop.last_loop_at``
-  younger than ``max_stall_s``, env ``NEARSYNC_HEALTH_MAX_STALL_S``, default 60 s), else 503. The
-  loop turns on every wake/poll, after every batch and before every retry, so a daemon waiting out
-  a database outage is healthy but not ready.
+  younger than ``[daemon] health_max_stall_s``, default 60 s), else 503. The loop turns on every
+  wake/poll, after every batch and before every retry, so a daemon waiting out a database outage
+  is healthy but not ready.
 * ``/readyz``: 200 when the database answers, the index answers, and the oldest pending change on
-  the loop's queue is younger than ``max_lag_s`` (env ``NEARSYNC_READY_MAX_LAG_S``, default 60 s),
-  else 503. The body is JSON naming each check.
+  the loop's queue is younger than ``[daemon] ready_max_lag_s`` (default 60 s), else 503. The body
+  is JSON naming each check.
 
-The port comes from ``--metrics-port`` or ``NEARSYNC_METRICS_PORT`` (default: off); the address
-from ``NEARSYNC_METRICS_HOST`` (default ``0.0.0.0``).
+Served by the same stack as ``nearsync serve`` (a Starlette app under uvicorn), in the process's
+own event loop, on a socket bound here (so a taken port is an ``OSError`` at start, and uvicorn
+installs no signal handlers: the queue loop keeps its own). The port comes from
+``[daemon] metrics_port`` / ``--metrics-port`` / ``NEARSYNC_METRICS_PORT`` (default: off); the
+address from ``[daemon] metrics_host`` (default ``127.0.0.1``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import socket
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -25,13 +28,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
-from aiohttp import web
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from daemon.backends.base import IndexBackend
 from daemon.logs import get_logger
 from daemon.capture.loop import QueueLoop
 from daemon.config import Settings
-from daemon.http.metrics import LoopMetrics
+from daemon.http.metrics import CONTENT_TYPE_LATEST, LoopMetrics
 from daemon.db.queries import query
 
 log = get_logger("nearsync.health")
@@ -62,37 +69,50 @@ class HealthServer:
     max_stall_s: float = 60.0
     timeout_s: float = 3.0
     port: int = 0
-    _runner: web.AppRunner | None = None
+    _server: uvicorn.Server | None = None
     _last: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.loop.observer = self.metrics
 
-    async def start(self, port: int, host: str = "0.0.0.0") -> int:
+    def app(self) -> Starlette:
+        """The Starlette application of the three endpoints."""
+        return Starlette(routes=[Route("/metrics", self._metrics), Route("/healthz", self._healthz),
+                                 Route("/readyz", self._readyz)])
+
+    async def start(self, port: int, host: str = "127.0.0.1") -> int:
         """Listen on ``host:port`` (port 0: any free port); returns the bound port.
 
         Raises:
-            OSError: the port is taken.
+            OSError: the port is taken, or the address is not one of this machine's.
         """
-        app = web.Application()
-        app.router.add_get("/metrics", self._metrics)
-        app.router.add_get("/healthz", self._healthz)
-        app.router.add_get("/readyz", self._readyz)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port)
-        await site.start()
-        server = site._server  # noqa: SLF001 - aiohttp exposes the bound sockets only here
-        sockets = getattr(server, "sockets", None) or []
-        self.port = int(sockets[0].getsockname()[1]) if sockets else port
-        log.info("metrics and health endpoints listening", port=self.port)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+            sock.listen(128)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        config = uvicorn.Config(self.app(), log_level="warning", access_log=False, lifespan="off",
+                                server_header=False)
+        config.load()
+        server = uvicorn.Server(config)
+        server.lifespan = config.lifespan_class(config)
+        await server.startup(sockets=[sock])
+        self._server = server
+        self.port = int(sock.getsockname()[1])
+        log.info("metrics and health endpoints listening", host=host, port=self.port)
         return self.port
 
     async def stop(self) -> None:
-        """Stop serving."""
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        """Stop serving. Safe to call twice."""
+        if self._server is not None:
+            self._server.should_exit = True
+            await self._server.shutdown()
+            self._server = None
 
     async def _refresh(self, *, reach: bool = False) -> dict[str, Any]:
         """Re-read the database gauges (at most once a second) and return them.
@@ -141,26 +161,25 @@ class HealthServer:
         ok = bool(checks["loop"] and checks["database"] and checks["index"] and checks["lag_ok"])
         return ok, checks | {"max_lag_s": self.max_lag_s}
 
-    async def _metrics(self, _request: web.Request) -> web.Response:
+    async def _metrics(self, _request: Request) -> Response:
         self.metrics.observe_loop(self.loop.last_loop_at)
         try:
             await asyncio.wait_for(self._refresh(), self.timeout_s)
         except Exception:  # noqa: BLE001 - serve the last known gauges while the database is down
             pass
-        return web.Response(body=self.metrics.render(), headers={"Content-Type": "text/plain; version=0.0.4"})
+        return Response(self.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
-    async def _healthz(self, _request: web.Request) -> web.Response:
+    async def _healthz(self, _request: Request) -> Response:
         ok, details = self.healthy()
         return _json(ok, details)
 
-    async def _readyz(self, _request: web.Request) -> web.Response:
+    async def _readyz(self, _request: Request) -> Response:
         ok, details = await self.ready()
         return _json(ok, details)
 
 
-def _json(ok: bool, details: dict[str, Any]) -> web.Response:
-    return web.Response(status=200 if ok else 503, content_type="application/json",
-                        text=json.dumps({"ok": ok, **details}))
+def _json(ok: bool, details: dict[str, Any]) -> Response:
+    return JSONResponse({"ok": ok, **details}, status_code=200 if ok else 503)
 
 
 @asynccontextmanager

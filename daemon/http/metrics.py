@@ -1,22 +1,27 @@
 """Prometheus metrics for the indexing daemon and the dedup worker.
 
 One :class:`LoopMetrics` per process (or per loop in tests), on its own
-:class:`prometheus_client.CollectorRegistry`, so several loops in one process never collide. The
+:class:`prometheus_client.CollectorRegistry`, so several loops in one process never collide. Each
+process exports only its own series (the indexing daemon no dedup series, and the other way
+round), the standard ``process_*`` series of :class:`prometheus_client.ProcessCollector` (resident
+memory, CPU seconds, open files), and no ``*_created`` samples. The
 queue loop calls :meth:`LoopMetrics.observe_batch` after every acknowledged batch and
 :meth:`LoopMetrics.observe_retry` before every transient-error retry; the database-wide gauges
 (pending count and oldest pending age per queue, dead letters per queue, notification queue usage)
 are refreshed by :meth:`LoopMetrics.refresh` from the same queries ``nearsync status`` uses, so the
 two always agree.
 
-Metric names (all prefixed ``nearsync_``; ``queue`` is ``index`` or ``dedup``):
+Metric names (all prefixed ``nearsync_``, Prometheus naming: base units and ``_total`` /
+``_ratio`` / ``_seconds`` / ``_rows`` suffixes; ``queue`` is the process's queue, ``index`` or
+``dedup``; (i) the indexing daemon only, (d) the dedup worker only):
 
-* counters: ``changes_claimed_total``, ``changes_indexed_total``, ``changes_deleted_total``,
-  ``changes_stale_total``, ``dead_lettered_total``, ``retried_total{reason}``,
-  ``backend_errors_total{type,status}``, ``candidate_cap_hits_total``;
-* histograms: ``batch_size``, ``batch_duration_seconds``, ``commit_to_indexed_seconds``,
-  ``commit_to_flagged_seconds``, ``candidates_per_record``;
-* gauges: ``pending``, ``oldest_pending_age_seconds``, ``dead_letters``,
-  ``notification_queue_usage`` (0..1), ``batch_limit`` (the adaptive batch size),
+* counters: ``changes_claimed_total``, ``changes_indexed_total`` (i), ``changes_deleted_total`` (i),
+  ``changes_stale_total`` (i), ``dead_lettered_total``, ``retried_total{reason}``,
+  ``backend_errors_total{type,status}``, ``candidate_cap_hits_total`` (d);
+* histograms: ``batch_size_rows``, ``batch_duration_seconds``, ``commit_to_indexed_seconds`` (i),
+  ``commit_to_flagged_seconds`` (d), ``candidates_per_record`` (d);
+* gauges: ``pending_changes``, ``oldest_pending_age_seconds``, ``dead_letters`` (rows),
+  ``notification_queue_usage_ratio`` (0..1, (i)), ``batch_limit_rows`` (the adaptive batch size),
   ``last_loop_age_seconds``.
 """
 
@@ -28,10 +33,23 @@ from collections.abc import Sequence
 from typing import Any
 
 import psycopg
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+)
 from psycopg.rows import dict_row
 
 from daemon.db.queries import query
+
+__all__ = ["CONTENT_TYPE_LATEST", "LoopMetrics", "error_status"]
+
+disable_created_metrics()  # no *_created samples: they double the series count for nothing we use
 
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900)
 SIZE_BUCKETS = (1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 25_000)
@@ -65,45 +83,49 @@ class LoopMetrics:
         self.queue = queue
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
+        ProcessCollector(registry=r)
+        index_r = r if queue == "index" else None  # a metric made with registry=None is not exported
+        dedup_r = r if queue == "dedup" else None
         q = ("queue",)
         self.claimed = Counter("nearsync_changes_claimed", "Tracking rows claimed", q, registry=r)
-        self.indexed = Counter("nearsync_changes_indexed", "Documents written to the index", q, registry=r)
-        self.deleted = Counter("nearsync_changes_deleted", "Documents deleted from the index", q, registry=r)
+        self.indexed = Counter("nearsync_changes_indexed", "Documents written to the index", q, registry=index_r)
+        self.deleted = Counter("nearsync_changes_deleted", "Documents deleted from the index", q,
+                               registry=index_r)
         self.stale = Counter("nearsync_changes_stale", "Writes the index refused as older than its version",
-                             q, registry=r)
+                             q, registry=index_r)
         self.dead = Counter("nearsync_dead_lettered", "Rows moved to the dead-letter table", q, registry=r)
         self.retried = Counter("nearsync_retried", "Retries: whole batches (transient error type) or "
                                "single records (reason=record)", ("queue", "reason"), registry=r)
         self.backend_errors = Counter("nearsync_backend_errors", "Index backend errors by type and status",
                                       ("queue", "type", "status"), registry=r)
         self.cap_hits = Counter("nearsync_candidate_cap_hits", "Records whose candidate list hit the cap",
-                                q, registry=r)
-        self.batch_size = Histogram("nearsync_batch_size", "Rows per claimed batch", q, buckets=SIZE_BUCKETS,
-                                    registry=r)
-        self.batch_duration = Histogram("nearsync_batch_duration_seconds", "Claim-to-ack time of a batch (s)",
+                                q, registry=dedup_r)
+        self.batch_size = Histogram("nearsync_batch_size_rows", "Rows per claimed batch", q,
+                                    buckets=SIZE_BUCKETS, registry=r)
+        self.batch_duration = Histogram("nearsync_batch_duration_seconds", "Claim-to-ack time of a batch",
                                         q, buckets=LATENCY_BUCKETS, registry=r)
         self.to_indexed = Histogram("nearsync_commit_to_indexed_seconds",
-                                    "Change recorded (COMMIT) to indexed and acknowledged (s)",
-                                    buckets=LATENCY_BUCKETS, registry=r)
+                                    "Change recorded (COMMIT) to indexed and acknowledged",
+                                    buckets=LATENCY_BUCKETS, registry=index_r)
         self.to_flagged = Histogram("nearsync_commit_to_flagged_seconds",
-                                    "Change recorded (COMMIT) to dedup flags written (s)",
-                                    buckets=LATENCY_BUCKETS, registry=r)
+                                    "Change recorded (COMMIT) to dedup flags written",
+                                    buckets=LATENCY_BUCKETS, registry=dedup_r)
         self.candidates = Histogram("nearsync_candidates_per_record", "Candidate pairs scored per record "
-                                    "(batch average)", buckets=CANDIDATE_BUCKETS, registry=r)
-        self.pending = Gauge("nearsync_pending", "Tracking rows pending", q, registry=r)
-        self.oldest_age = Gauge("nearsync_oldest_pending_age_seconds", "Age of the oldest pending change (s)",
+                                    "(batch average)", buckets=CANDIDATE_BUCKETS, registry=dedup_r)
+        self.pending = Gauge("nearsync_pending_changes", "Changes pending on this queue", q, registry=r)
+        self.oldest_age = Gauge("nearsync_oldest_pending_age_seconds", "Age of the oldest pending change",
                                 q, registry=r)
-        self.dead_letters = Gauge("nearsync_dead_letters", "Rows in the dead-letter table", q, registry=r)
-        self.notify_usage = Gauge("nearsync_notification_queue_usage",
-                                  "pg_notification_queue_usage(): fraction of the NOTIFY queue in use",
+        self.dead_letters = Gauge("nearsync_dead_letters", "Rows of this queue in the dead-letter table", q,
                                   registry=r)
-        self.batch_limit = Gauge("nearsync_batch_limit", "Current adaptive batch size (rows)", q, registry=r)
+        self.notify_usage = Gauge("nearsync_notification_queue_usage_ratio",
+                                  "pg_notification_queue_usage(): fraction of the NOTIFY queue in use",
+                                  registry=index_r)
+        self.batch_limit = Gauge("nearsync_batch_limit_rows", "Current adaptive batch size", q, registry=r)
         self.last_loop_age = Gauge("nearsync_last_loop_age_seconds", "Seconds since the loop last turned",
                                    q, registry=r)
         self.refreshed_at = 0.0
-        for name in ("index", "dedup"):  # both queues appear from the first scrape
-            for g in (self.pending, self.oldest_age, self.dead_letters):
-                g.labels(name)
+        for g in (self.pending, self.oldest_age, self.dead_letters):  # present from the first scrape
+            g.labels(queue)
 
     def observe_batch(self, *, claimed: int, done_lags_s: Sequence[float], failed: int, dead: int,
                       counts: dict[str, int], duration_s: float, limit: int) -> None:
@@ -172,10 +194,10 @@ class LoopMetrics:
             await cur.execute(query("notification_queue_usage"))
             row = await cur.fetchone()
             out["notification_queue_usage"] = float(row["usage"]) if row else 0.0
-        for name, v in out["queues"].items():
-            self.pending.labels(name).set(v.get("pending", 0))
-            self.oldest_age.labels(name).set(v.get("oldest_age_s", 0.0))
-            self.dead_letters.labels(name).set(v.get("dead_letters", 0))
+        own = out["queues"].get(self.queue, {})
+        self.pending.labels(self.queue).set(own.get("pending", 0))
+        self.oldest_age.labels(self.queue).set(own.get("oldest_age_s", 0.0))
+        self.dead_letters.labels(self.queue).set(own.get("dead_letters", 0))
         self.notify_usage.set(out["notification_queue_usage"])
         self.refreshed_at = time.monotonic()
         return out
