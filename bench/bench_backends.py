@@ -13,7 +13,9 @@ server is started (``daemon.db.throwaway.ThrowawayPostgres``) and migrated. Prin
 docs/s (``write`` batches of ``--batch``), candidate-query p50/p99 in ms (single ``candidates``
 calls, 24 keys each, ``min_match`` 2), and the ``candidates_many`` (msearch, 20 queries) per-query
 mean. Documents are synthetic but shaped like real ones (20 LSH band keys from a shared pool so
-that lookups have hits, 4 simhash block keys, scope by user).
+that lookups have hits, 4 simhash block keys, scope by user), or with ``--real`` signed by
+nearsync itself (``document_from_fields``, default ``[signatures]``) from the Abt-Buy listings in
+``../shared/data`` (both shops), replicated with seeded word drops and price noise up to ``--docs``.
 """
 
 from __future__ import annotations
@@ -54,6 +56,35 @@ def make_docs(n: int, seed: int = 7) -> list[IndexDocument]:
                "blocks": blocks, "geo": [], "super": [], "models": [], "phones": [], "emails": [],
                "tokens": ["bike"], "text": fields["title"]}
         docs.append(IndexDocument(T, str(i), 1, fields, {"user": str(i % 10)}, keys, sig))
+    return docs
+
+
+def make_real_docs(n: int, seed: int = 7) -> list[IndexDocument]:
+    """``n`` documents signed from the Abt-Buy listings (each listing, then seeded variants of them:
+    one word dropped from the title, price x [0.95, 1.05]), global scope.
+
+    Raises:
+        SystemExit: the data directory is absent.
+    """
+    from daemon.capture.documents import coerce_numbers, document_from_fields
+    from daemon.evaluation.datasets import abt_buy, default_data_dir
+    from daemon.signatures import SignatureParams
+
+    data = default_data_dir()
+    if data is None:
+        raise SystemExit("--real needs ../shared/data (or NEARSYNC_DATA)")
+    base = [dict(r.fields) for r in abt_buy(data).records]
+    params, rnd, docs = SignatureParams(), random.Random(seed), []
+    for i in range(n):
+        fields = dict(base[i % len(base)])
+        if i >= len(base):
+            words = str(fields.get("title") or "").split()
+            if len(words) > 2:
+                words.pop(rnd.randrange(len(words)))
+            fields["title"] = " ".join(words)
+            if isinstance(fields.get("price"), (int, float)):
+                fields["price"] = round(fields["price"] * rnd.uniform(0.95, 1.05), 2)
+        docs.append(document_from_fields(T, str(i), 1, coerce_numbers(fields), params, "global"))
     return docs
 
 
@@ -122,8 +153,9 @@ async def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--backend", action="append", choices=["elasticsearch", "opensearch", "postgres"])
     ap.add_argument("--url")
     ap.add_argument("--dsn")
+    ap.add_argument("--real", action="store_true", help="documents signed from the Abt-Buy listings")
     a = ap.parse_args(argv)
-    docs = make_docs(a.docs)
+    docs = make_real_docs(a.docs) if a.real else make_docs(a.docs)
     with contextlib.ExitStack() as stack:
         names = a.backend or ["elasticsearch", "opensearch", "postgres"]
         url, dsn = a.url, a.dsn
@@ -144,7 +176,7 @@ async def main(argv: list[str] | None = None) -> None:
                                           env={}))
         for name in names:
             r = await bench(name, url, docs, a.batch, a.queries, dsn)
-            print(f"{name:14s} docs={a.docs} batch={a.batch}: index {r['docs_per_s']:8.0f} docs/s | candidates "
+            print(f"{name:14s} docs={a.docs}{' real' if a.real else ''} batch={a.batch}: index {r['docs_per_s']:8.0f} docs/s | candidates "
                   f"p50 {r['p50_ms']:6.2f} ms p99 {r['p99_ms']:6.2f} ms (mean {r['mean_hits']:.1f} hits) | "
                   f"msearch {r['msearch_ms_per_query']:5.2f} ms/query")
 

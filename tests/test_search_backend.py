@@ -310,8 +310,9 @@ async def test_strict_template_mappings(sbackend: SearchBackend) -> None:
     m = (await sbackend.client.request("GET", f"/{live}/_mapping"))[live]["mappings"]
     p = m["properties"]
     assert m["dynamic"] == "strict"
-    assert {p[k]["type"] for k in ("keys", "sig_bands", "sig_blocks", "sig_super", "table", "record_id",
-                                   "scope_user", "scope_group", "scope_category")} == {"keyword"}
+    assert {p[k]["type"] for k in ("keys", "table", "record_id", "scope_user", "scope_group",
+                                   "scope_category")} == {"keyword"}
+    assert not {"sig_bands", "sig_blocks", "sig_super"} & set(p)  # one indexed copy of each candidate key
     assert (p["simhash"]["type"], p["location"]["type"], p["sig_version"]["type"]) == ("long", "geo_point", "integer")
     assert p["price"]["type"] == "scaled_float" and float(p["price"]["scaling_factor"]) == 100
     assert p["title"]["type"] == "text" and p["signature"]["enabled"] is False
@@ -544,3 +545,23 @@ async def test_real_cluster_roundtrip(name: str, env: str) -> None:
             await be.client.request("DELETE", f"/{v.name}")
         await be.client.request("DELETE", f"/_index_template/{be.alias}_template")
         await be.close()
+
+
+def test_signature_sketches_are_stored_packed_and_old_documents_still_read() -> None:
+    from daemon.backends import search_bodies as B
+
+    big = [-(1 << 63), -1, 0, 1, (1 << 63) - 1]
+    assert B.unpack_int64s(B.pack_int64s(big)) == big
+    d = doc("7", 3, ["b1:a", "s1:b"])
+    d.signature["minhash"] = big
+    src = B.document_source(d)
+    assert isinstance(src["signature"]["minhash"], str) and isinstance(src["signature"]["bottomk"], str)
+    assert len(src["signature"]["minhash"]) == 56  # 5 values x 8 bytes = 40 bytes, base64
+    assert not {"sig_bands", "sig_blocks", "sig_super"} & set(src)
+    assert B.document_from_hit({"_source": src, "_version": 3}) == d
+    old_layout = {**src, "signature": dict(d.signature)}  # an index version written before packing
+    assert B.document_from_hit({"_source": old_layout, "_version": 3}) == d
+    with pytest.raises(ValueError):
+        B.unpack_int64s("AAAA")  # 3 bytes: not whole int64 values
+    with pytest.raises(OverflowError):
+        B.pack_int64s([1 << 64])

@@ -230,7 +230,7 @@ class SearchBackend:
         only (``_source_includes``)."""
         out: dict[str, tuple[int, tuple[int, ...]]] = {}
         async for rid, d in self._mget(table, record_ids, {"_source_includes": "signature.bottomk"}):
-            sk = ((d.get("_source") or {}).get("signature") or {}).get("bottomk") or ()
+            sk = B.unpack_int64s(((d.get("_source") or {}).get("signature") or {}).get("bottomk") or ())
             out[rid] = (int(d["_version"]), tuple(sk))
         return out
 

@@ -6,14 +6,20 @@ Pure functions, no I/O. The document layout (``dynamic: strict``):
 * ``scope_key`` (keyword): canonical JSON of the scope (sorted keys), the candidate filter, so
   "same scope" means exactly what it means for the PostgreSQL backend; ``scope_user``,
   ``scope_group``, ``scope_category`` (keyword) for ad-hoc queries; ``scope`` stored only.
-* ``keys`` (keyword): the candidate keys; ``sig_bands``, ``sig_blocks``, ``sig_super`` (keyword)
-  the typed subsets from the signature; ``simhash`` (long); ``sig_version`` (integer).
+* ``keys`` (keyword): the candidate keys, the only indexed copy of them (each unique keyword term
+  costs the server a posting list; the typed copies ``sig_bands`` / ``sig_blocks`` / ``sig_super``
+  of index versions built before 2026-11-24 were never queried and are no longer written);
+  ``simhash`` (long); ``sig_version`` (integer).
 * typed copies of the field roles: ``title``/``body`` (text, ``nearsync_text`` analyzer: standard
   tokenizer + lowercase, suited to more_like_this), ``price`` (scaled_float, factor 100),
   ``location`` (geo_point from lat/lon), ``user``/``category``/``group``/``source`` (keyword),
   ``created_at`` (date).
-* ``fields``, ``signature``, ``scope`` stored verbatim (``object``, ``enabled: false``) so a hit
-  gives back the exact :class:`~daemon.backends.base.IndexDocument` for scoring.
+* ``fields``, ``signature``, ``scope`` stored, not indexed (``object``, ``enabled: false``) so a hit
+  gives back the exact :class:`~daemon.backends.base.IndexDocument` for scoring. In ``signature``
+  the integer sketches ``minhash`` and ``bottomk`` are stored packed (:func:`pack_int64s`: base64
+  of little-endian int64, 12 characters per value instead of up to 20 digits and a comma); a hit
+  is unpacked on read, and a document written before as a JSON list reads as it is, so index
+  versions built before need no reindex.
 
 A value that does not fit its mapping (e.g. ``fields.price = "n/a"``) is rejected by the server with
 a 400 for that document only (Outcome.FAILED).
@@ -21,9 +27,12 @@ a 400 for that document only (Outcome.FAILED).
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from daemon.backends.base import DeleteOp, IndexDocument
 
@@ -40,7 +49,7 @@ MAPPINGS: dict[str, Any] = {
     "properties": {
         "table": _KW, "record_id": _KW,
         "scope_key": _KW, "scope_user": _KW, "scope_group": _KW, "scope_category": _KW,
-        "keys": _KW, "sig_bands": _KW, "sig_blocks": _KW, "sig_super": _KW,
+        "keys": _KW,
         "simhash": {"type": "long"}, "sig_version": {"type": "integer"},
         "title": {"type": "text", "analyzer": TEXT_ANALYZER},
         "body": {"type": "text", "analyzer": TEXT_ANALYZER},
@@ -87,21 +96,56 @@ def scope_key(scope: Mapping[str, str]) -> str:
     return json.dumps(dict(scope), sort_keys=True, separators=(",", ":"))
 
 
-def _str_list(v: Any) -> list[str]:
-    return [str(x) for x in v] if isinstance(v, list) else []
+PACKED_KEYS = ("minhash", "bottomk")
+"""The integer sketches of a signature stored packed (:func:`pack_int64s`)."""
+
+
+def pack_int64s(values: Sequence[int]) -> str:
+    """``values`` (each within signed 64-bit) as base64 of little-endian int64: 8 bytes a value.
+
+    Raises:
+        OverflowError: a value outside signed 64-bit.
+    """
+    return base64.b64encode(np.asarray(values, dtype="<i8").tobytes()).decode("ascii")
+
+
+def unpack_int64s(packed: str | Sequence[int]) -> list[int]:
+    """Inverse of :func:`pack_int64s`; a list (a document stored before packing) is returned as a list.
+
+    Raises:
+        ValueError: ``packed`` is not base64 of a whole number of int64 values.
+    """
+    if not isinstance(packed, str):
+        return list(packed)
+    raw = base64.b64decode(packed, validate=True)
+    if len(raw) % 8:
+        raise ValueError(f"packed int64 array of {len(raw)} bytes, not a multiple of 8")
+    return np.frombuffer(raw, dtype="<i8").tolist()
+
+
+def stored_signature(sig: Mapping[str, Any]) -> dict[str, Any]:
+    """The signature as stored in ``_source``: :data:`PACKED_KEYS` packed, the rest as is."""
+    return {k: (pack_int64s(v) if k in PACKED_KEYS and isinstance(v, list) else v) for k, v in sig.items()}
+
+
+def signature_from_stored(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """Inverse of :func:`stored_signature` (also reads signatures stored unpacked).
+
+    Raises:
+        ValueError: a packed value is malformed.
+    """
+    return {k: (unpack_int64s(v) if k in PACKED_KEYS else v) for k, v in stored.items()}
 
 
 def document_source(doc: IndexDocument) -> dict[str, Any]:
     """The ``_source`` of ``doc`` (see the module docstring for the layout)."""
     f, sig = doc.fields or {}, doc.signature or {}
     src: dict[str, Any] = {"table": doc.table, "record_id": doc.record_id, "scope_key": scope_key(doc.scope),
-                           "keys": list(doc.keys), "fields": f, "signature": sig, "scope": dict(doc.scope)}
+                           "keys": list(doc.keys), "fields": f, "signature": stored_signature(sig),
+                           "scope": dict(doc.scope)}
     for name in SCOPE_FIELDS:
         if doc.scope.get(name) is not None:
             src[f"scope_{name}"] = str(doc.scope[name])
-    for name in ("bands", "blocks", "super"):
-        if sig.get(name):
-            src[f"sig_{name}"] = _str_list(sig[name])
     if sig.get("simhash") is not None:
         src["simhash"] = sig["simhash"]
     if sig.get("v") is not None:
@@ -184,8 +228,12 @@ def msearch_lines(index: str, bodies: Iterable[Mapping[str, Any]]) -> list[dict[
 
 
 def document_from_hit(hit: Mapping[str, Any]) -> IndexDocument:
-    """Rebuild the :class:`IndexDocument` from a search or mget hit (needs ``_source`` and ``_version``)."""
+    """Rebuild the :class:`IndexDocument` from a search or mget hit (needs ``_source`` and ``_version``).
+
+    Raises:
+        ValueError: a packed sketch in the stored signature is malformed.
+    """
     s = hit["_source"]
     return IndexDocument(table=s["table"], record_id=s["record_id"], version=int(hit["_version"]),
                          fields=s.get("fields") or {}, scope=s.get("scope") or {}, keys=s.get("keys") or [],
-                         signature=s.get("signature") or {})
+                         signature=signature_from_stored(s.get("signature") or {}))
