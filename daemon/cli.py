@@ -1,16 +1,22 @@
 """The ``nearsync`` command line: one console script with subcommands.
 
-Exit codes: 0 ok; 1 the job found a problem (e.g. ``reindex --verify`` saw drift); 2 bad
-configuration or usage; 3 the database is not ready (missing table or migration); 4 the database
-or index cannot be reached.
+Exit codes: 0 ok; 1 the job found a problem (e.g. ``reindex --verify`` saw drift), or an
+unexpected error; 2 bad configuration or usage; 3 the database is not ready (missing table, column
+or migration); 4 the database or index cannot be reached, or the metrics port cannot be listened on.
+
+Every failure ends with one line on stderr, ``nearsync: <what is wrong>``, and no traceback unless
+``--debug`` is given (:func:`exit_status` maps an exception to its code and line). Usage errors
+(a flag out of range) are argparse's: the usage, then ``nearsync <command>: error: ...``, exit 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import json
 import sys
+import traceback
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -21,6 +27,7 @@ from daemon.config import (DEFAULT_CONCURRENCY, PLAIN_SYNC_CONCURRENCY, Settings
                            redact_dsn)
 from daemon.errors import ConfigError
 from daemon.logs import configure_logging
+from daemon.backends.base import TransientIndexError
 from daemon.db.throwaway import PgServerError
 from daemon.capture.source import SchemaError
 
@@ -46,12 +53,48 @@ The database is --dsn or NEARSYNC_DSN (secrets belong in the environment; they a
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    return load_settings(args.config, dsn=args.dsn, backend=getattr(args, "backend", None),
-                         mode=getattr(args, "mode", None),
-                         window_s=parse_duration("--window", args.window) if getattr(args, "window", None) else None,
-                         batch_size=getattr(args, "batch_size", None),
-                         concurrency=getattr(args, "concurrency", None),
-                         metrics_port=getattr(args, "metrics_port", None))
+    """The command's settings, every section validated (see :func:`daemon.service.validate_settings`).
+
+    Raises:
+        ConfigError: naming the first invalid setting.
+    """
+    from daemon.service import validate_settings
+
+    return validate_settings(load_settings(
+        args.config, dsn=args.dsn, backend=getattr(args, "backend", None), mode=getattr(args, "mode", None),
+        window_s=parse_duration("--window", args.window) if getattr(args, "window", None) else None,
+        batch_size=getattr(args, "batch_size", None), concurrency=getattr(args, "concurrency", None),
+        metrics_port=getattr(args, "metrics_port", None)))
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1.
+
+    Raises:
+        argparse.ArgumentTypeError: otherwise (argparse then prints the usage and exits 2).
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def open_fraction(text: str) -> float:
+    """argparse type: a number strictly between 0 and 1 (a Jaccard similarity threshold).
+
+    Raises:
+        argparse.ArgumentTypeError: otherwise.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number between 0 and 1, got {text!r}") from None
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (both excluded), got {text}")
+    return value
 
 
 def _print(obj: Any, as_json: bool) -> None:
@@ -213,9 +256,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from daemon.http.app import create_app
     from daemon.http.options import ApiOptions, parse_api_keys
+    from daemon.service import open_source, when_available
 
     settings = _settings(args)
     settings.require_dsn()
+    # Like `run`: wait while the database is unreachable, exit 3 when it is not migrated.
+    asyncio.run(when_available("database", lambda: open_source(settings)))
     options = ApiOptions(max_body_bytes=args.max_body_bytes,
                          unknown_fields="reject" if args.reject_unknown else "ignore",
                          api_keys=parse_api_keys(args.api_key or os.environ.get("NEARSYNC_API_KEY")),
@@ -270,7 +316,10 @@ def _add_loop_options(p: argparse.ArgumentParser, unit: str, concurrency: str) -
 
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser for ``nearsync`` (exposed for docs and tests)."""
-    common = argparse.ArgumentParser(add_help=False)
+    debug = argparse.ArgumentParser(add_help=False)
+    debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help="print the traceback of a failure (default: one line naming the problem)")
+    common = argparse.ArgumentParser(add_help=False, parents=[debug])
     common.add_argument("--config", metavar="FILE", help="TOML settings file (default: $NEARSYNC_CONFIG)")
     common.add_argument("--dsn", help="PostgreSQL DSN (default: $NEARSYNC_DSN or [database] dsn)")
     common.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
@@ -279,6 +328,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="nearsync", description=DESCRIPTION, epilog=_lsh_epilog(),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"nearsync {__version__}")
+    p.add_argument("--debug", action="store_true",
+                   help="print the traceback of a failure (default: one line naming the problem)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     m = sub.add_parser("migrate", parents=[common], help="create/upgrade the nearsync schema and attach triggers",
@@ -330,8 +381,8 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--rollback", action="store_true",
                    help="search backends: point the alias back at the previous kept version and catch it up")
     x.add_argument("--repair", action="store_true", help="verify, then fix the drift")
-    x.add_argument("--sample", type=int, default=200, help="documents compared field by field (verify)")
-    x.add_argument("--page-size", type=int, default=5000, help="rows per page (default 5000)")
+    x.add_argument("--sample", type=positive_int, default=200, help="documents compared field by field (verify)")
+    x.add_argument("--page-size", type=positive_int, default=5000, help="rows per page (default 5000)")
     x.add_argument("--restart", action="store_true", help="ignore a checkpoint and start over")
     x.add_argument("--from-scratch", action="store_true", help="clear the table's documents first")
     x.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -341,10 +392,11 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("deadletter", parents=[common], help="list, retry or purge dead letters")
     d.add_argument("action", choices=["list", "retry", "purge"])
     d.add_argument("ids", nargs="*", type=int, help="dead-letter ids (default: all)")
-    d.add_argument("--limit", type=int, default=100)
+    d.add_argument("--limit", type=positive_int, default=100, help="most dead letters listed (default 100)")
     d.set_defaults(func=cmd_deadletter, is_async=True)
 
-    demo = sub.add_parser("demo", help="run the whole pipeline on a throwaway PostgreSQL and real data",
+    demo = sub.add_parser("demo", parents=[debug],
+                          help="run the whole pipeline on a throwaway PostgreSQL and real data",
                           description="Starts a throwaway PostgreSQL (or uses --dsn), migrates, loads the Abt-Buy "
                                       "listings from ../shared/data/abt-buy (or generated ads when absent), runs "
                                       "the daemon, applies live inserts/updates/deletes and prints what reached "
@@ -356,7 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--config", help=argparse.SUPPRESS)
     demo.set_defaults(func=cmd_demo)
 
-    ev = sub.add_parser("evaluate", help="precision/recall/F1 of the real pipeline on a labelled data set",
+    ev = sub.add_parser("evaluate", parents=[debug], help="precision/recall/F1 of the real pipeline on a labelled data set",
                         description="Load labelled records into a throwaway PostgreSQL, run the real indexing "
                                     "daemon and dedup worker, and print JSON: pair precision/recall/F1 for "
                                     "duplicate and duplicate+potential_duplicate, B-cubed and adjusted Rand index "
@@ -408,15 +460,75 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--access-log", action="store_true", help="log every request (never the API key)")
     sv.set_defaults(func=cmd_serve)
 
-    lsh = sub.add_parser("lsh", help="print the LSH band/row choice and its S-curve for a threshold")
-    lsh.add_argument("--threshold", type=float, default=0.5)
-    lsh.add_argument("--num-perm", type=int, default=128)
+    lsh = sub.add_parser("lsh", parents=[debug], help="print the LSH band/row choice and its S-curve for a threshold")
+    lsh.add_argument("--threshold", type=open_fraction, default=0.5, help="target Jaccard similarity, 0-1")
+    lsh.add_argument("--num-perm", type=positive_int, default=128, help="MinHash permutations (default 128)")
     lsh.set_defaults(func=cmd_lsh)
     return p
 
 
+_NOT_MIGRATED = (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName, psycopg.errors.UndefinedFunction)
+"""Errors of a statement on nearsync's tables that say the database was never (fully) migrated."""
+
+_CANNOT_LISTEN = (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES)
+"""``OSError`` numbers of a server socket that cannot be bound (the metrics port)."""
+
+
+def _first_line(e: BaseException) -> str:
+    """The first non-empty line of ``str(e)`` with any DSN password redacted (the type name if empty)."""
+    text = str(e).strip()
+    return redact_dsn(text.splitlines()[0] if text else type(e).__name__)
+
+
+def _causes(e: BaseException) -> list[BaseException]:
+    """``e`` and what it wraps, outermost first: exception groups' members, ``__cause__``, the
+    DB-API error of a SQLAlchemy error (``orig``), ``__context__`` (unless suppressed)."""
+    out: list[BaseException] = []
+    todo = [e]
+    while todo:
+        x = todo.pop(0)
+        if x is None or any(x is y for y in out):
+            continue
+        out.append(x)
+        todo += list(getattr(x, "exceptions", ()) if isinstance(x, BaseExceptionGroup) else ())
+        todo += [x.__cause__, getattr(x, "orig", None), None if x.__suppress_context__ else x.__context__]
+    return out
+
+
+def exit_status(e: BaseException) -> tuple[int, str]:
+    """The exit code and the one line (without the ``nearsync:`` prefix) for a failed command.
+
+    The first exception of :func:`_causes` of a known kind decides: ConfigError → 2; SchemaError,
+    or a missing nearsync table, schema or function → 3; a database that cannot be reached
+    (psycopg.OperationalError, also inside a SQLAlchemy error; a throwaway server that would not
+    start), an index that cannot be reached (TransientIndexError), or a port that cannot be listened
+    on → 4. Anything else is unexpected → 1, with its type. Passwords in DSNs are redacted.
+
+    Args:
+        e: the exception that ended the command.
+    Returns:
+        ``(exit code, message)``.
+    """
+    for x in _causes(e):
+        if isinstance(x, ConfigError):
+            return EXIT_CONFIG, str(x)
+        if isinstance(x, SchemaError):
+            return EXIT_SCHEMA, str(x)
+        if isinstance(x, _NOT_MIGRATED):
+            return EXIT_SCHEMA, f"the database is not ready ({_first_line(x)}): run `nearsync migrate` first"
+        if isinstance(x, (psycopg.OperationalError, PgServerError)):
+            return EXIT_UNREACHABLE, f"cannot reach the database: {_first_line(x)}"
+        if isinstance(x, TransientIndexError):
+            return EXIT_UNREACHABLE, f"cannot reach the index: {_first_line(x)}"
+        if isinstance(x, OSError) and x.errno in _CANNOT_LISTEN:
+            return EXIT_UNREACHABLE, f"cannot listen: {_first_line(x)}"
+    return EXIT_PROBLEM, f"unexpected error: {type(e).__name__}: {_first_line(e)} (--debug shows the traceback)"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``nearsync`` console script; returns the exit code."""
+    """Entry point of the ``nearsync`` console script; returns the exit code (see the module
+    docstring). A failure prints one line, ``nearsync: <problem>``, on stderr (with ``--debug``, the
+    traceback first); argparse usage errors exit 2 by themselves."""
     args = build_parser().parse_args(argv)
     configure_logging(getattr(args, "log_level", "info"))
     func: Callable[[argparse.Namespace], Any] = args.func
@@ -425,18 +537,14 @@ def main(argv: list[str] | None = None) -> int:
             coro: Coroutine[Any, Any, int] = func(args)
             return asyncio.run(coro)
         return int(func(args))
-    except ConfigError as e:
-        print(f"nearsync: {e}", file=sys.stderr)
-        return EXIT_CONFIG
-    except SchemaError as e:
-        print(f"nearsync: {e}", file=sys.stderr)
-        return EXIT_SCHEMA
-    except (psycopg.OperationalError, PgServerError) as e:
-        msg = redact_dsn(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
-        print(f"nearsync: cannot reach the database: {msg}", file=sys.stderr)
-        return EXIT_UNREACHABLE
     except KeyboardInterrupt:
         return 130
+    except Exception as e:  # noqa: BLE001 - every failure ends as one line and a documented code
+        code, message = exit_status(e)
+        if getattr(args, "debug", False):
+            traceback.print_exc(file=sys.stderr)
+        print(f"nearsync: {message}", file=sys.stderr)
+        return code
 
 
 if __name__ == "__main__":  # pragma: no cover

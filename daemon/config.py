@@ -25,6 +25,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from psycopg import ProgrammingError
+from psycopg.conninfo import conninfo_to_dict
+
 from daemon.errors import ConfigError
 
 REFERENCE_COLUMNS = ("user_id", "category", "title", "body", "price", "lat", "lon", "status", "source")
@@ -49,6 +52,33 @@ def redact_dsn(dsn: str) -> str:
     """Return ``dsn`` with any password replaced by ``***`` (URI and key=value forms)."""
     dsn = re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", dsn)
     return re.sub(r"(password\s*=\s*)('[^']*'|\S+)", r"\1***", dsn, flags=re.I)
+
+
+def check_dsn(key: str, dsn: str) -> str:
+    """Check that ``dsn`` parses as a libpq connection string or URI (without connecting).
+
+    Args:
+        key: the setting or variable it came from, named in the error (``database.dsn``,
+            ``NEARSYNC_DSN (database.dsn)``).
+        dsn: the connection string (``host=... dbname=...``) or URI (``postgresql://...``).
+    Returns:
+        ``dsn`` unchanged.
+    Raises:
+        ConfigError: naming ``key`` when libpq cannot parse it or a port is not a TCP port. The
+            message never holds the password: libpq's own words are shown only when the text has
+            none.
+    """
+    try:
+        parts = conninfo_to_dict(dsn)
+    except ProgrammingError as e:
+        secret = re.search(r"password\s*=|://[^/@\s]*:[^/@\s]*@", dsn, flags=re.IGNORECASE)
+        why = ("the reason is not shown: the text holds a password" if secret
+               else redact_dsn(str(e).strip().splitlines()[0]))
+        raise ConfigError(key, f"not a PostgreSQL connection string or URI ({why})") from None
+    for port in str(parts.get("port") or "").split(","):
+        if port.strip() and not (port.strip().isdigit() and 1 <= int(port) <= 65535):
+            raise ConfigError(key, f"port must be a TCP port from 1 to 65535, got {port.strip()!r}")
+    return dsn
 
 
 def _ident(key: str, value: Any) -> str:
@@ -369,6 +399,8 @@ def settings_from_mapping(d: Mapping[str, Any], *, env: Mapping[str, str] | None
     dsn = env.get("NEARSYNC_DSN") or db.get("dsn", "")
     if not isinstance(dsn, str):
         raise ConfigError("database.dsn", "must be a string")
+    if dsn:
+        check_dsn("NEARSYNC_DSN (database.dsn)" if env.get("NEARSYNC_DSN") else "database.dsn", dsn)
     daemon_d = d.get("daemon", {})
     index_d = dict(d.get("index", {}))
     if env.get("NEARSYNC_BACKEND"):

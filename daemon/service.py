@@ -25,9 +25,24 @@ from daemon.capture.loop import QueueLoop
 from daemon.db.queries import query
 from daemon.capture.source import SourceTable, inspect_source
 from daemon.capture.queue import DEDUP_QUEUE, INDEX_QUEUE
+from daemon.signatures import SignatureParams
 
 T = TypeVar("T")
 _log = get_logger("nearsync.service")
+
+
+def validate_settings(settings: Settings) -> Settings:
+    """Validate the sections read only by the processes that use them (``[dedup]`` and
+    ``[signatures]``), so that every command fails fast on a bad value, not only the daemons.
+
+    Returns:
+        ``settings`` unchanged.
+    Raises:
+        ConfigError: naming the first invalid key (e.g. ``dedup.duplicate_threshold``).
+    """
+    dedup_options(settings)
+    SignatureParams.from_mapping(settings.signatures)
+    return settings
 
 
 def dedup_enabled(settings: Settings) -> bool:
@@ -136,8 +151,9 @@ async def status(settings: Settings) -> dict[str, Any]:
     and ``pg_notification_queue_usage()`` (fraction 0-1 of the NOTIFY queue in use).
 
     Raises:
-        psycopg.OperationalError, SchemaError.
+        ConfigError, psycopg.OperationalError, SchemaError.
     """
+    validate_settings(settings)
     table = await open_source(settings)
     async with await psycopg.AsyncConnection.connect(settings.require_dsn(), autocommit=True) as conn:
         async with conn.cursor(row_factory=dict_row) as cur:

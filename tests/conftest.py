@@ -215,11 +215,14 @@ def with_dedup(s: Settings, **dedup: Any) -> Settings:
 
 
 @contextlib.asynccontextmanager
-async def running_worker(s: Settings) -> AsyncIterator[Any]:
-    """Run the real dedup worker in this event loop until the block exits."""
+async def running_worker(s: Settings, *, wrap_backend: Callable[[Any], Any] | None = None) -> AsyncIterator[Any]:
+    """Run the real dedup worker in this event loop until the block exits (``wrap_backend``: as for
+    :func:`running_indexer`)."""
     from daemon.service import build_worker
 
     async with opened_backend(s) as backend:
+        if wrap_backend is not None:
+            backend = wrap_backend(backend)
         loop = await build_worker(s, backend)
         task = asyncio.create_task(loop.run())
         try:

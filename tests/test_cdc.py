@@ -325,6 +325,47 @@ async def test_poison_row_goes_to_dead_letters_and_the_rest_is_indexed(settings:
     assert "price" in dead[0][2] and "call me" in dead[0][2]
 
 
+class FailOnRecord:
+    """Backend wrapper whose ``write`` raises a non-transient error (as a bug would) whenever the
+    record ``bad`` is among the upserts; records the size of every write."""
+
+    def __init__(self, inner: Any, bad: str) -> None:
+        self.inner, self.bad, self.sizes = inner, bad, []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def write(self, upserts: Any, deletes: Any) -> Any:
+        self.sizes.append(len(upserts) + len(deletes))
+        if any(d.record_id == self.bad for d in upserts):
+            raise RuntimeError(f"cannot write record {self.bad}")
+        return await self.inner.write(upserts, deletes)
+
+
+@pytest.mark.parametrize("backend_name", ["postgres"], indirect=True)
+async def test_a_record_that_makes_the_handler_raise_is_isolated_from_its_batch(settings: Settings) -> None:
+    """Issue 19: an exception out of the handler for one record of a batch of 100 (not a transient
+    error) failed the whole batch, and 100 records were dead-lettered. The loop now handles the
+    batch again in halves: exactly the one record is dead-lettered, with its own error; the other 99
+    are indexed and acknowledged."""
+    ids = await insert_ads(settings.dsn, 100)
+    bad = ids[37]
+    wrapper: list[FailOnRecord] = []
+    async with running_indexer(settings, wrap_backend=lambda b: wrapper.append(FailOnRecord(b, bad)) or wrapper[0]) as d:
+        await wait_until(lambda: _zero(pending(settings.dsn)), timeout=60)
+    assert wrapper[0].sizes[0] == 100  # the whole batch was tried first
+    assert set(await index_state(settings)) == set(ids) - {bad}
+    async with await psycopg.AsyncConnection.connect(settings.dsn) as c:
+        cur = await c.execute("SELECT queue, record_id, attempts, error FROM nearsync.dead_letters")
+        dead = await cur.fetchall()
+    assert [d[:3] for d in dead] == [("index", bad, settings.daemon.max_attempts)]
+    assert dead[0][3] == f"RuntimeError: cannot write record {bad}"
+    totals = d.loop.totals
+    assert totals["acked"] == 99 and totals["dead"] == 1 and totals["indexed"] == 99
+    assert totals["failed"] == settings.daemon.max_attempts  # only the bad record ever failed
+    assert 1 <= totals["split"] <= 7  # one split per halving: at most ceil(log2(100)) to reach the record
+
+
 async def test_batch_mode_flushes_on_its_window(settings: Settings) -> None:
     s = with_daemon(settings, mode="batch", window_s=1.5)
     async with running_indexer(s) as indexer:

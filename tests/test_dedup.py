@@ -16,6 +16,7 @@ from daemon.signatures import SIGNATURE_SCHEMA_VERSION
 from daemon.capture.queue import relay
 from tests.conftest import (
     flags,
+    pending,
     queues_empty,
     running_indexer,
     running_worker,
@@ -217,7 +218,105 @@ async def _redo_all(dsn: str) -> None:
                         "SELECT 'dedup', 'public.ads', id::text, 'U', nextval('nearsync.change_seq') FROM ads")
 
 
-async def _pending_index(dsn: str) -> bool:
-    from tests.conftest import pending
+async def _pending_index(dsn: str, dedup: int = 30) -> bool:
+    return await pending(dsn, "index") == 0 and await pending(dsn, "dedup") == dedup
 
-    return await pending(dsn, "index") == 0 and await pending(dsn, "dedup") == 30
+
+async def insert_many(dsn: str, ads: list[tuple[dict[str, Any], str]]) -> list[str]:
+    """Insert ``(ad, created_at SQL expression)`` pairs in one INSERT statement; returns the ids in order."""
+    rows = ", ".join(f"({', '.join(['%s'] * len(COLS))}, {created})" for _, created in ads)
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
+        cur = await c.execute(f"INSERT INTO ads ({', '.join(COLS)}, created_at) VALUES {rows} RETURNING id",
+                              [ad[k] for ad, _ in ads for k in COLS])
+        return [str(r[0]) for r in await cur.fetchall()]
+
+
+async def dead_letters(dsn: str) -> list[tuple[str, str, int, str]]:
+    """``(queue, record_id, attempts, error)`` of every dead letter, oldest first."""
+    async with await psycopg.AsyncConnection.connect(dsn) as c:
+        cur = await c.execute("SELECT queue, record_id, attempts, error FROM nearsync.dead_letters ORDER BY id")
+        return [tuple(r) for r in await cur.fetchall()]  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("backend_name", ["postgres"], indirect=True)
+async def test_an_absurd_price_next_to_a_real_one_fails_nothing(dsettings: Settings) -> None:
+    """Issue 19's case: a text price column; one INSERT of 20 good ads plus a repost priced '1e308'
+    of an existing ad priced 49. The price comparison raised OverflowError and the worker
+    dead-lettered the whole batch (21 innocent records). Now an absurd price is no price: nothing is
+    dead-lettered, the repost is flagged against the original, and its summary says nothing of price."""
+    s = dsettings
+    async with await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as c:
+        await c.execute("ALTER TABLE ads ALTER COLUMN price TYPE text")
+    async with running_indexer(s), running_worker(s) as w:
+        existing = (await insert_many(s.dsn, [(ORIGINAL | {"price": "49"}, "now() - interval '1 day'")]))[0]
+        await settle(s)
+        good = [(OTHER_PRODUCT | {"user_id": f"shop{i}", "title": f"{OTHER_PRODUCT['title']} lot {i}",
+                                  "price": str(180 + i)}, "now()") for i in range(20)]
+        ids = await insert_many(s.dsn, good + [(ORIGINAL | {"price": "1e308"}, "now()")])
+        await settle(s)
+    absurd = ids[-1]
+    assert await dead_letters(s.dsn) == []
+    assert await flags(s.dsn) == {absurd: ("duplicate", existing)}
+    assert w.totals["acked"] == w.totals["claimed"] == 22 and w.totals["failed"] == 0
+    async with await psycopg.AsyncConnection.connect(s.dsn) as c:
+        cur = await c.execute("SELECT summary, reasons FROM nearsync.duplicate_flags WHERE record_id = %s", (absurd,))
+        summary, reasons = await cur.fetchone()  # type: ignore[misc]
+    assert "price" not in summary and "price" not in reasons
+
+
+class FailLookupOf:
+    """Backend wrapper: the candidate lookup of a batch holding record ``bad`` raises a
+    non-transient error (as a bug in the worker's path for that record would); records the number
+    of records of every lookup."""
+
+    def __init__(self, inner: Any, bad: str) -> None:
+        self.inner, self.bad, self.sizes = inner, bad, []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def candidates_many(self, table: str, queries: Any, **kw: Any) -> Any:
+        self.sizes.append(len(queries))
+        if any(q.exclude_id == self.bad for q in queries):
+            raise RuntimeError(f"cannot look up the candidates of {self.bad}")
+        return await self.inner.candidates_many(table, queries, **kw)
+
+
+def group_ad(g: int) -> dict[str, Any]:
+    """The ad of group ``g`` (its own user and model number)."""
+    return ORIGINAL | {"user_id": f"g{g}", "title": f"Sony Bravia KDL-{40 + g}V4100 {40 + g} inch LCD TV"}
+
+
+@pytest.mark.parametrize("backend_name", ["postgres"], indirect=True)
+async def test_one_bad_record_among_100_is_the_only_dead_letter_and_the_99_get_their_flags(
+        dsettings: Settings) -> None:
+    """Issue 19, part 1: 33 groups of an original and two reposts, plus one record whose handling
+    raises, all in one batch of the dedup worker. Exactly that record is dead-lettered, with its own
+    error; the 99 others get exactly the flags a run without the fault gives (with other batch sizes
+    too: flags depend on the data, not on how the batch was split)."""
+    s = dsettings
+    ads = [(group_ad(g), "now() - interval '1 day'") for g in range(33)]
+    ads += [(group_ad(g), "now()") for g in range(33) for _ in range(2)]
+    ads.insert(50, (OTHER_PRODUCT | {"user_id": "bad"}, "now()"))
+    async with running_indexer(s):
+        ids = await insert_many(s.dsn, ads)
+        await wait_until(lambda: _pending_index(s.dsn, 100), timeout=60)
+    bad = ids[50]
+    originals = {ad["user_id"]: rid for rid, (ad, created) in zip(ids, ads, strict=True) if created != "now()"}
+    expected = {rid: ("duplicate", originals[ad["user_id"]])
+                for rid, (ad, created) in zip(ids, ads, strict=True) if created == "now()" and rid != bad}
+    assert len(expected) == 66
+    wrapper: list[FailLookupOf] = []
+    async with running_worker(s, wrap_backend=lambda b: wrapper.append(FailLookupOf(b, bad)) or wrapper[0]) as w:
+        await settle(s)
+    assert wrapper[0].sizes[0] == 100  # one batch of all 100 records came first
+    assert await dead_letters(s.dsn) == [("dedup", bad, s.daemon.max_attempts,
+                                          f"RuntimeError: cannot look up the candidates of {bad}")]
+    assert await flags(s.dsn) == expected
+    assert w.totals["acked"] == 99 and w.totals["dead"] == 1 and w.totals["failed"] == s.daemon.max_attempts
+    assert w.totals["split"] >= 1
+    # Without the fault, in batches of 7: the same flags.
+    await _redo_all(s.dsn)
+    async with running_worker(with_daemon(s, batch_size=7)):
+        await settle(s)
+    assert await flags(s.dsn) == expected

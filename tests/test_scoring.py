@@ -141,6 +141,37 @@ def test_price_and_geo() -> None:
     assert m.geo_similarity(a, {"lat": 49.8566, "lon": 2.3522}) == 0.0
 
 
+@pytest.mark.parametrize("absurd", [1e308, 10**400, "1e308", float("inf"), float("nan"), -5, "-5", m.MAX_PRICE * 2,
+                                    "10" * 300])
+def test_an_absurd_price_is_no_price_and_never_overflows(absurd: object) -> None:
+    """Issue 19: a repost priced 1e308 next to one priced 49 raised OverflowError in the price
+    comparison (and a 400-digit integer in float()), failing the dedup worker's whole batch. A price
+    that is not finite, negative or above MAX_PRICE is now "no price": the field is skipped."""
+    assert m.price_value(absurd) is None
+    assert m.price_similarity(49, absurd) is None and m.price_similarity(absurd, 49) is None
+    assert m.price_change_pct(49, absurd) is None
+    sig = make_sig(AD)
+    ps = score_pair(dict(AD, price=49.0), sig, dict(AD, price=absurd), dict(sig), CFG)
+    assert "price" not in ps.reasons and "price" not in ps.summary(limit=10)
+    assert decide(ps.score, CFG) == "duplicate"  # the rest of the pair still decides
+
+
+def test_price_change_is_bounded_and_exact_at_the_edges() -> None:
+    assert m.price_value("49") == 49.0 and m.price_value(0) == 0.0 and m.price_value(m.MAX_PRICE) == m.MAX_PRICE
+    assert m.price_change_pct(100, 105) == 5 and m.price_change_pct(100, 95) == -5
+    assert m.price_change_pct(0, 10) == 100 and m.price_change_pct(7, 7) == 0
+    # a tiny price against the largest one: the ratio is infinite in floats, the percentage bounded
+    assert m.price_change_pct(5e-324, m.MAX_PRICE) == m.MAX_PRICE_CHANGE_PCT
+    ps = score_pair(dict(AD, price=5e-324), {}, dict(AD, price=m.MAX_PRICE), {}, CFG)
+    assert ps.details["price"] == f"price +{m.MAX_PRICE_CHANGE_PCT}%"
+    ps = score_pair(dict(AD, price=100.0), {}, dict(AD, price=100.2), {}, CFG)
+    assert ps.details["price"] == "price +0%"  # different, if by less than half a percent
+
+
+def test_coordinates_too_large_for_a_float_are_no_location() -> None:
+    assert m.geo_similarity({"lat": 10**400, "lon": 2.35}, {"lat": 48.85, "lon": 2.35}) is None
+
+
 # --- combination and decision ------------------------------------------------------------------
 
 def test_exact_repost_is_duplicate() -> None:

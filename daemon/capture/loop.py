@@ -14,6 +14,15 @@ Transient errors (database or index down) retry the batch in hand with exponenti
 (tenacity) and never acknowledge anything meanwhile; per-record errors are the handler's to report
 and go the dead-letter way. SIGTERM/SIGINT finish the batch in hand and return.
 
+Per-record isolation: any other exception raised by the handler (a bug, or data it cannot cope with)
+does not fail the batch. The loop bisects it (:meth:`QueueLoop.process_isolating`): each half is
+handled again, a failing half is split again, and only a record that fails *alone* is reported as
+failed (retried, then dead-lettered) with its own error; every other record is processed and
+acknowledged as usual. Both handlers are idempotent and their results depend on the records only
+(the dedup worker's links and flags do not depend on how records are batched), so handling part of
+a batch twice changes nothing. One bad record in a batch of n costs about 2·log2(n) extra handler
+calls over shrinking halves.
+
 Concurrency: a loop may keep several batches in flight (``concurrency``, one *lane* each). Every
 lane has a worker id of its own, registered and kept alive by the one LISTEN connection, so lanes
 claim disjoint rows exactly as separate workers would; one lane's waits on the database then overlap
@@ -117,6 +126,19 @@ class BatchResult:
     follow_up: list[Claimed] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
 
+    def merge(self, other: BatchResult) -> BatchResult:
+        """This result and ``other`` (of a disjoint part of the same batch) as one: lists
+        concatenated, counts added.
+
+        Returns:
+            a new :class:`BatchResult`.
+        """
+        counts = dict(self.counts)
+        for k, v in other.counts.items():
+            counts[k] = counts.get(k, 0) + v
+        return BatchResult(self.done + other.done, self.failed + other.failed, self.follow_up + other.follow_up,
+                           counts)
+
     def of_table(self, batch: Sequence[Claimed], table: str) -> list[Claimed]:
         """The rows of ``batch`` that belong to ``table``; every other row is recorded as failed
         (retried, then dead-lettered) with an error naming both tables.
@@ -133,7 +155,12 @@ class BatchResult:
 
 
 class BatchHandler(Protocol):
-    """Processes one claimed batch; may raise a transient error (the loop retries the batch)."""
+    """Processes one claimed batch; may raise a transient error (the loop retries the batch).
+
+    Any other exception makes the loop handle the batch again in halves to isolate the record(s)
+    that fail alone (see the module docstring), so ``process`` must be idempotent and must accept
+    any non-empty part of a batch.
+    """
 
     async def process(self, conn: psycopg.AsyncConnection[Any], batch: Sequence[Claimed]) -> BatchResult:
         """Handle ``batch`` (rows of one queue, oldest first) using ``conn`` for reads."""
@@ -387,6 +414,43 @@ class QueueLoop:
                 return await self.run_batch(size, lane=lane)
         return 0  # pragma: no cover - AsyncRetrying always returns or raises
 
+    async def process_isolating(self, conn: psycopg.AsyncConnection[Any], batch: Sequence[Claimed]) -> BatchResult:
+        """``handler.process(conn, batch)``, bisecting the batch when the handler raises.
+
+        A non-transient exception (one not in :data:`TRANSIENT_ERRORS`) makes the two halves of
+        ``batch`` be handled apart, recursively; a single record that still fails is reported in
+        ``failed`` with its own error (``"ExceptionType: message"``), so only records that fail
+        alone are retried and dead-lettered. The results of the parts are merged
+        (:meth:`BatchResult.merge`); ``counts["split"]`` counts the splits.
+
+        Args:
+            conn: the lane's autocommit connection. batch: claimed rows (non-empty).
+        Returns:
+            the handler's result for the whole batch.
+        Raises:
+            a transient error from the handler, at once (the loop retries the whole batch).
+        """
+        try:
+            return await self.handler.process(conn, batch)
+        except TRANSIENT_ERRORS:
+            raise
+        except Exception as e:  # noqa: BLE001 - a bug or bad data must not kill the daemon nor fail innocents
+            error = f"{type(e).__name__}: {e}"
+            if len(batch) == 1:
+                c = batch[0]
+                self.log.exception("record failed alone; it is retried, then dead-lettered",
+                                   record_id=c.record_id, table=c.table)
+                return BatchResult(failed=[(c, error)])
+            self.log.warning("batch handler failed; handling the batch in halves to isolate the failing record(s)",
+                             rows=len(batch), error=error[:300])
+        self.tick()
+        mid = len(batch) // 2
+        first = await self.process_isolating(conn, batch[:mid])
+        second = await self.process_isolating(conn, batch[mid:])
+        result = first.merge(second)
+        result.counts["split"] = result.counts.get("split", 0) + 1
+        return result
+
     async def run_batch(self, limit: int, *, lane: int = 0) -> int:
         """One claim → process → ack cycle on lane ``lane`` (0 ≤ lane < ``concurrency``); returns
         the number of rows claimed (0: nothing due)."""
@@ -403,13 +467,7 @@ class QueueLoop:
             self._claims_found += 1
             self._pulse_lanes()
             t_claim = time.perf_counter()
-            try:
-                result = await self.handler.process(conn, batch)
-            except TRANSIENT_ERRORS:
-                raise
-            except Exception as e:  # noqa: BLE001 - a bug must not kill the daemon nor lose the batch
-                self.log.exception("batch handler failed; the batch is retried, then dead-lettered")
-                result = BatchResult(failed=[(c, f"{type(e).__name__}: {e}") for c in batch])
+            result = await self.process_isolating(conn, batch)
             t_proc = time.perf_counter()
             async with conn.transaction():
                 await queue.ack(conn, result.done)

@@ -138,20 +138,42 @@ async def inspect_source(conn: psycopg.AsyncConnection[Any], settings: SourceSet
             raise SchemaError(f"table {settings.qualified} does not exist (source.table / source.schema)")
         await cur.execute(query("column_types"), {"name": qualified})
         types = {r["column_name"]: r["base_type"] for r in await cur.fetchall()}
-    table = SourceTable(settings, "text")
-    missing = [c for c in table.load_columns() if c not in types]
-    if missing:
-        raise SchemaError(f"table {settings.qualified} has no column(s) {', '.join(missing)} (source.fields)")
+    return SourceTable(settings, check_columns(settings, types))
+
+
+def check_columns(settings: SourceSettings, types: Mapping[str, str], *, tracked: bool = False) -> str:
+    """Check the table's columns against the ``[source]`` settings that name them.
+
+    Args:
+        settings: the ``[source]`` settings. types: column name -> base type name (``int4``,
+            ``text``...) as the named query ``column_types`` reads them.
+        tracked: also require ``tracked_columns`` (the triggers' columns; ``migrate`` checks them).
+    Returns:
+        the id kind: ``"int"``, ``"text"`` or ``"uuid"``.
+    Raises:
+        SchemaError: a missing column, naming the setting that names it (``source.id_column``,
+            ``source.fields``, ``source.active_column`` or ``source.tracked_columns``).
+        ConfigError: an id column of an unsupported type (``source.id_column``).
+    """
+    where = f"table {settings.qualified} has no column"
+    if settings.id_column not in types:
+        raise SchemaError(f"{where} {settings.id_column} (source.id_column)")
+    named = [("source.fields", [c for c in settings.fields.values() if c not in types])]
+    if settings.active_column and settings.active_column not in types:
+        named.append(("source.active_column", [settings.active_column]))
+    if tracked:
+        named.append(("source.tracked_columns", [c for c in settings.tracked_columns if c not in types]))
+    for key, missing in named:
+        if missing:
+            raise SchemaError(f"{where}(s) {', '.join(dict.fromkeys(missing))} ({key})")
     id_type = types[settings.id_column]
     if id_type in _INT_TYPES:
-        kind = "int"
-    elif id_type in _TEXT_TYPES:
-        kind = "text"
-    elif id_type == "uuid":
-        kind = "uuid"
-    else:
-        raise ConfigError("source.id_column", f"type {id_type} is not supported (use an integer, text or uuid key)")
-    return SourceTable(settings, kind)
+        return "int"
+    if id_type in _TEXT_TYPES:
+        return "text"
+    if id_type == "uuid":
+        return "uuid"
+    raise ConfigError("source.id_column", f"type {id_type} is not supported (use an integer, text or uuid key)")
 
 
 async def load_rows(conn: psycopg.AsyncConnection[Any], table: SourceTable, ids: Sequence[str]) -> dict[str, dict[str, Any]]:

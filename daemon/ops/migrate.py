@@ -16,6 +16,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, pool
 
+from daemon.capture.source import SchemaError, check_columns
 from daemon.config import Settings, SourceSettings
 from daemon.db.migrations import head_revision_id, migrations_dir
 from daemon.db.queries import query
@@ -54,7 +55,11 @@ def upgrade(settings: Settings, revision: str = "head") -> dict[str, Any]:
 
     Raises:
         psycopg.OperationalError: database unreachable. ConfigError: no DSN.
+        SchemaError: the source table or a column the settings name is missing (checked before
+            anything is migrated, unless ``source.create_reference_table`` creates the table).
     """
+    if not settings.source.create_reference_table:
+        check_source(settings)
     before = current_revision(settings)
     command.upgrade(alembic_config(settings), revision)
     after = current_revision(settings)
@@ -62,6 +67,26 @@ def upgrade(settings: Settings, revision: str = "head") -> dict[str, Any]:
     if after == head_revision(settings) and before == after:
         resynced = sync_triggers(settings)
     return {"from": before, "to": after, "triggers_resynced": resynced}
+
+
+def check_source(settings: Settings) -> None:
+    """Check that the source table and every column the ``[source]`` settings name exist, so that
+    ``migrate`` fails before migrating anything rather than halfway (attaching the triggers).
+
+    Raises:
+        SchemaError: naming the missing table (``source.schema`` / ``source.table``) or the setting
+            of a missing column (see :func:`daemon.capture.source.check_columns`).
+        ConfigError: unsupported id column type. psycopg.OperationalError: database unreachable.
+    """
+    src = settings.source
+    with psycopg.connect(settings.require_dsn(), connect_timeout=10) as conn:
+        qualified = sql.Identifier(src.schema, src.table).as_string(conn)
+        row = conn.execute(query("table_exists"), {"name": qualified}).fetchone()
+        if not (row and row[0]):
+            raise SchemaError(f"table {src.qualified} does not exist (source.schema / source.table): create it "
+                              "first, or set source.create_reference_table = true for the reference ads table")
+        types = {r[0]: r[2] for r in conn.execute(query("column_types"), {"name": qualified}).fetchall()}
+    check_columns(src, types, tracked=True)
 
 
 def downgrade(settings: Settings, revision: str = "base") -> dict[str, Any]:

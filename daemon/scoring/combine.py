@@ -112,10 +112,10 @@ def _detail(spec: FieldSpec, sim: float, a_fields: Mapping[str, Any], b_fields: 
             return f"same {label}"
         return f"near-same {label}" if sim > 0.0 else f"different {label}"
     if spec.metric == "price":
-        a, b = float(a_fields[spec.name]), float(b_fields[spec.name])
+        a, b = m.price_value(a_fields.get(spec.name)), m.price_value(b_fields.get(spec.name))
         if a == b:
             return "same price"
-        pct = round((b - a) / a * 100) if a else 100
+        pct = m.price_change_pct(a, b) or 0  # a similarity was computed, so both prices are usable
         return f"price {'+' if pct >= 0 else '−'}{abs(pct)}%"
     if spec.metric == "geo":
         d = m.haversine_m(

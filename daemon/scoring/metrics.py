@@ -202,27 +202,69 @@ def exact_similarity(
     return 0.0 if negative else None
 
 
-def _positive_number(value: Any) -> float | None:
+MAX_PRICE = 1e12
+"""The largest price (in any currency unit) the scorer uses. A larger one is no real listing's
+price (a typo, ``1e308``, a 400-digit integer) and is treated as no price, so price arithmetic
+stays within a float and the percentage in a summary stays readable."""
+
+MAX_PRICE_CHANGE_PCT = 1_000_000
+"""Bound (in percent, either sign) of :func:`price_change_pct`; a larger change is reported as it."""
+
+
+def price_value(value: Any) -> float | None:
+    """A price the scorer can use, or None for "no price".
+
+    Args:
+        value: a number or numeric text (``"49"``, ``"1e3"``) of any size.
+    Returns:
+        ``float(value)`` when it is finite and within ``0 <= x <=`` :data:`MAX_PRICE`; None for
+        None, booleans, non-numeric text, NaN, infinities, negative prices and prices above
+        :data:`MAX_PRICE` (including integers too large for a float). Never raises.
+    """
     if value is None or isinstance(value, bool):
         return None
     try:
         x = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
-    return x if math.isfinite(x) and x >= 0 else None
+    return x if math.isfinite(x) and 0.0 <= x <= MAX_PRICE else None
+
+
+def price_change_pct(a: Any, b: Any) -> int | None:
+    """The change from price ``a`` to price ``b`` in percent of ``a``, rounded, for summaries.
+
+    Args:
+        a, b: prices as accepted by :func:`price_value`.
+    Returns:
+        ``round((b - a) / a * 100)`` bounded to ±:data:`MAX_PRICE_CHANGE_PCT` (a tiny ``a`` would
+        otherwise give an infinite ratio); 0 when equal; 100 when ``a`` is 0 and ``b`` is not; None
+        when either side is no price (:func:`price_value`). Never raises.
+    """
+    x, y = price_value(a), price_value(b)
+    if x is None or y is None:
+        return None
+    if x == y:
+        return 0
+    if x == 0.0:
+        return 100
+    pct = (y - x) / x * 100.0
+    return round(max(-MAX_PRICE_CHANGE_PCT, min(MAX_PRICE_CHANGE_PCT, pct)))
 
 
 def price_similarity(a: Any, b: Any, tolerance: float = 0.3) -> float | None:
     """Price similarity from the relative difference ``r = |a - b| / max(a, b)``.
 
     Args:
-        a, b: prices (numbers >= 0, same currency); None, negative or non-numeric means missing.
+        a, b: prices (numbers or numeric text, same currency). A side that is no usable price
+            (:func:`price_value`: None, negative, NaN, infinite, non-numeric, or above
+            :data:`MAX_PRICE`) means missing.
         tolerance: relative difference (fraction, > 0) at which the similarity reaches 0.
     Returns:
         ``max(0, 1 - r / tolerance)``: 1.0 when equal (both 0 included), 0 at ``tolerance`` and
-        beyond; None when either side is missing.
+        beyond; None when either side is missing. Never raises: with both prices bounded by
+        :data:`MAX_PRICE` the arithmetic cannot overflow.
     """
-    x, y = _positive_number(a), _positive_number(b)
+    x, y = price_value(a), price_value(b)
     if x is None or y is None:
         return None
     top = max(x, y)
@@ -245,7 +287,7 @@ def _coords(fields: Mapping[str, Any], lat_key: str, lon_key: str) -> tuple[floa
         return None
     try:
         la, lo = float(lat), float(lon)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
     if not (-90.0 <= la <= 90.0 and -180.0 <= lo <= 180.0):
         return None
