@@ -13,10 +13,12 @@ Typical use::
     sig = compute_signature({"title": "...", "body": "...", "lat": 48.85, "lon": 2.35}, params)
     doc = sig.to_document()          # stored in the search index
     candidates = sig.keys()          # looked up in the index
+    sigs = compute_signatures(records, params)   # a batch: the same signatures, cheaper per record
 """
 
 from __future__ import annotations
 
+from .batch import compute_signatures, record_error
 from .bottomk import bottomk_jaccard, bottomk_similar, bottomk_sketch
 from .extract import emails, model_numbers, model_numbers_from_words, phone_numbers
 from .geo import geo_tokens, neighbours
@@ -46,6 +48,7 @@ __all__ = [
     "bottomk_similar",
     "bottomk_sketch",
     "compute_signature",
+    "compute_signatures",
     "emails",
     "geo_tokens",
     "hash64",
@@ -60,6 +63,7 @@ __all__ = [
     "ngram_hashes",
     "normalise_text",
     "phone_numbers",
+    "record_error",
     "s_curve",
     "s_curve_table",
     "sentence_shingles",
