@@ -111,6 +111,25 @@ def server_cpu(postmaster: int) -> float:
     return total / TICK
 
 
+def tree_cpu(root: int) -> float:
+    """CPU seconds (user + system, with the children they reaped) of process ``root`` and its live
+    descendants so far."""
+    stats: dict[int, list[str]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stats[int(entry)] = _stat(int(entry))
+            except (FileNotFoundError, ProcessLookupError, IndexError):
+                continue
+    tree, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        if pid in stats and pid not in tree:
+            tree.add(pid)
+            todo += [c for c, st in stats.items() if int(st[1]) == pid]
+    return sum(sum(int(x) for x in stats[pid][11:15]) for pid in tree) / TICK
+
+
 def children_cpu() -> float:
     """CPU seconds of every descendant this process has reaped so far."""
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
