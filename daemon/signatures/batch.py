@@ -97,13 +97,13 @@ def compute_signatures(
             texts.append((i, record_text(fields, p)))
         except _RECORD_FAILURES as e:
             if errors == "raise":
-                raise record_error(e) from e
+                raise record_error(e) from (None if isinstance(e, RecordError) else e)
             out[i] = record_error(e)
     if texts:
         for i, result in zip((i for i, _ in texts), _sign(records, texts, p, idf)):
             if isinstance(result, Exception):
                 if errors == "raise":
-                    raise record_error(result) from result
+                    raise record_error(result) from (None if isinstance(result, RecordError) else result)
                 result = record_error(result)
             out[i] = result
     return out
@@ -116,7 +116,7 @@ def _one(fields: Mapping[str, Any], p: SignatureParams, idf: Mapping[str, float]
         return compute_signature(fields, p, idf)
     except _RECORD_FAILURES as e:
         if errors == "raise":
-            raise record_error(e) from e
+            raise record_error(e) from (None if isinstance(e, RecordError) else e)
         return record_error(e)
 
 
