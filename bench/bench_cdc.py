@@ -10,6 +10,9 @@
   fields only, no signature or candidate key; what the reference sync tools do);
 * the triggers' write overhead: insert time with triggers ÷ without (bulk and single-row).
 
+Signed and plain runs of one size and mode follow each other and their ratio is printed, with the
+CPU per row of the daemon's process tree and of PostgreSQL from COMMIT to all indexed.
+
 The daemon runs as a real ``nearsync run`` subprocess against a throwaway PostgreSQL with the
 PostgreSQL index backend. Ads are generated from the Abt-Buy listings (seeded) when the data is
 present, else from built-in templates. Usage::
@@ -44,6 +47,7 @@ from daemon.evaluation.generator import generate_ads  # noqa: E402
 from daemon.evaluation.loader import parse_price  # noqa: E402
 from daemon.ops.migrate import upgrade  # noqa: E402
 from daemon.db.throwaway import ThrowawayPostgres  # noqa: E402
+from bench_reindex import server_cpu, tree_cpu  # noqa: E402  (beside this script)
 
 REPO = Path(__file__).resolve().parents[1]
 COLS = "user_id, category, title, body, price, lat, lon"
@@ -192,21 +196,28 @@ def bench_latency(conn: psycopg.Connection, dsn: str, n: int, idle_s: float = 0.
             "max_ms": max(lat), "mean_ms": statistics.mean(lat), "idle_ms": idle_ms, "caches_dropped": dropped}
 
 
-def bench_batch(conn: psycopg.Connection, dsn: str, size: int, mode_args: list[str]) -> dict[str, float]:
+def bench_batch(conn: psycopg.Connection, dsn: str, size: int, mode_args: list[str], postmaster: int) -> dict[str, float]:
+    """One ``size``-row transaction drained by a fresh daemon: rows/s from COMMIT to all indexed, and
+    the CPU per row over that span of the daemon's process tree (with its signature workers) and of
+    the PostgreSQL server (both from ``/proc``, see ``bench_reindex``; the server's share includes the
+    bench's own 50 ms drain probe)."""
     reset(conn)
     conn.commit()
     proc = spawn(dsn, *mode_args)
     try:
         time.sleep(2.0)
         conn.execute(f"INSERT INTO ads ({COLS}) SELECT {COLS} FROM staging LIMIT %s", (size,))
+        daemon0, pg0 = tree_cpu(proc.pid), server_cpu(postmaster)
         conn.commit()
         t_commit = time.time()
         t_done = wait_drained(conn, size, interval_s=0.05)
+        daemon1, pg1 = tree_cpu(proc.pid), server_cpu(postmaster)
     finally:
         proc.terminate()
         proc.wait(60)
     secs = t_done - t_commit
-    return {"rows": size, "seconds": secs, "rows_per_s": size / secs}
+    return {"rows": size, "seconds": secs, "rows_per_s": size / secs,
+            "daemon_ms": (daemon1 - daemon0) * 1000 / size, "pg_ms": (pg1 - pg0) * 1000 / size}
 
 
 def bench_overhead(conn: psycopg.Connection, size: int, singles: int) -> dict[str, float]:
@@ -283,12 +294,20 @@ def main() -> None:
                 plain = Path(tmp) / "plain-sync.toml"
                 plain.write_text("[signatures]\nenabled = false\n")
                 variants.append(("plain sync", ["--config", str(plain)]))
-            for what, config in variants:
-                for size in sizes:
-                    for label, mode in (("realtime", ["--batch-size", "2000"]), ("batch", ["--mode", "batch", "--window", "0.2s"])):
-                        b = bench_batch(conn, server.dsn, size, mode + extra + config)
+            postmaster = int((server.data_dir / "postmaster.pid").read_text().split()[0])
+            for size in sizes:  # signed and plain one after the other for each size and mode: same machine state
+                for label, mode in (("realtime", ["--batch-size", "2000"]), ("batch", ["--mode", "batch", "--window", "0.2s"])):
+                    rates: dict[str, float] = {}
+                    for what, config in variants:
+                        b = bench_batch(conn, server.dsn, size, mode + extra + config, postmaster)
+                        rates[what] = b["rows_per_s"]
                         print(f"{size:,}-row transaction, {label} mode, {what}: {b['seconds']:.2f} s COMMIT->all "
-                              f"indexed, {b['rows_per_s']:,.0f} rows/s (target >= 10,000)", flush=True)
+                              f"indexed, {b['rows_per_s']:,.0f} rows/s (target >= 10,000); CPU per row: daemon "
+                              f"{b['daemon_ms']:.3f} ms, PostgreSQL {b['pg_ms']:.3f} ms (load {os.getloadavg()[0]:.2f})",
+                              flush=True)
+                    if len(rates) == 2:
+                        print(f"{size:,}-row transaction, {label} mode: signed / plain = "
+                              f"{rates['with signatures'] / rates['plain sync']:.2f} (target >= 0.50)", flush=True)
 
 
 if __name__ == "__main__":

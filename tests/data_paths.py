@@ -53,3 +53,11 @@ def texts_of_words(n_words: int, count: int) -> list[str]:
             if len(out) >= count:
                 break
     return out
+
+
+def news_records() -> list[dict[str, str]]:
+    """The news-stories rows (UCI News Aggregator, first 6,367) as records: headline → title, the
+    publisher → body, the category letter → category, the host name → user."""
+    rows = read_csv("news-stories", "uci-news-aggregator_first6367rows.csv", encoding="utf-8")
+    return [{"title": r.get("TITLE") or "", "body": r.get("PUBLISHER") or "", "category": r.get("CATEGORY") or "",
+             "user": r.get("HOSTNAME") or ""} for r in rows]

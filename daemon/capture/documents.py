@@ -19,7 +19,8 @@ from daemon.backends.base import IndexDocument
 from daemon.config import Settings
 from daemon.errors import ConfigError, RecordError
 from daemon.logs import get_logger
-from daemon.signatures import SignatureParams, compute_signature, signatures_enabled
+from daemon.signatures import (Signature, SignatureParams, compute_signature, compute_signatures, record_error,
+                               signatures_enabled)
 from daemon.capture.source import SourceTable
 
 _log = get_logger("nearsync.documents")
@@ -114,13 +115,22 @@ def document_from_fields(table: str, record_id: str, version: int, fields: dict[
     Raises:
         RecordError: the values cannot be signed (the message names the error).
     """
-    keys: list[str] = []
-    signature: dict[str, Any] = {}
+    sig: Signature | None = None
     if signed:
         try:
             sig = compute_signature(fields, params)
         except (ValueError, TypeError, OverflowError) as e:
-            raise RecordError(f"cannot compute signature: {type(e).__name__}: {e}") from e
+            raise record_error(e) from e
+    return signed_document(table, record_id, version, fields, scope, sig)
+
+
+def signed_document(table: str, record_id: str, version: int, fields: dict[str, Any], scope: str,
+                    sig: Signature | None) -> IndexDocument:
+    """The index document of one record given its signature (``None``: plain sync, no signature and
+    no candidate keys); see :func:`document_from_fields` for the arguments."""
+    keys: list[str] = []
+    signature: dict[str, Any] = {}
+    if sig is not None:
         keys, signature = sig.keys(), sig.to_document()
     return IndexDocument(table=table, record_id=record_id, version=version, fields=fields,
                          scope=scope_of(fields, scope), keys=keys, signature=signature)
@@ -163,25 +173,46 @@ class DocumentBuilder:
         fields = coerce_numbers(self.table.fields_of(row))
         doc = document_from_fields(self.table.name, str(row[self.table.settings.id_column]), version, fields,
                                    self.params, self.scope, signed=self.signed)
+        return self._encoded(doc)
+
+    def build_many(self, items: list[tuple[dict[str, Any], int]]) -> list[IndexDocument | RecordError]:
+        """:meth:`build` for each ``(row, version)``, the same documents; a failing row yields its
+        RecordError in place and the others are built as usual.
+
+        The rows are signed together (:func:`~daemon.signatures.batch.compute_signatures`: the
+        numeric work once per batch, the same signatures bit for bit). Top-level and picklable so a
+        process pool can run it (see :class:`SignaturePool`).
+        """
+        out: list[IndexDocument | RecordError | None] = [None] * len(items)
+        ready: list[tuple[int, str, int, dict[str, Any]]] = []
+        for i, (row, version) in enumerate(items):
+            try:
+                fields = coerce_numbers(self.table.fields_of(row))
+            except RecordError as e:
+                out[i] = e
+                continue
+            ready.append((i, str(row[self.table.settings.id_column]), version, fields))
+        sigs: list[Signature | RecordError | None] = [None] * len(ready)
+        if self.signed:
+            sigs = compute_signatures([fields for *_, fields in ready], self.params, errors="return")
+        for (i, record_id, version, fields), sig in zip(ready, sigs):
+            if isinstance(sig, RecordError):
+                out[i] = sig
+                continue
+            try:
+                out[i] = self._encoded(signed_document(self.table.name, record_id, version, fields, self.scope, sig))
+            except RecordError as e:
+                out[i] = e
+        return out  # type: ignore[return-value]  # every slot is filled
+
+    def _encoded(self, doc: IndexDocument) -> IndexDocument:
+        """``doc`` through :attr:`encoder` (when set). Raises RecordError: not encodable."""
         if self.encoder is None:
             return doc
         try:
             return self.encoder(doc)
         except (ValueError, TypeError) as e:
             raise RecordError(f"document not serialisable: {e}") from e
-
-    def build_many(self, items: list[tuple[dict[str, Any], int]]) -> list[IndexDocument | RecordError]:
-        """:meth:`build` for each ``(row, version)``; a failing row yields its RecordError in place.
-
-        Top-level and picklable so a process pool can run it (see :class:`SignaturePool`).
-        """
-        out: list[IndexDocument | RecordError] = []
-        for row, version in items:
-            try:
-                out.append(self.build(row, version))
-            except RecordError as e:
-                out.append(e)
-        return out
 
 
 def exit_with_parent(parent_pid: int, interval_s: float = 1.0) -> None:

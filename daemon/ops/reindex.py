@@ -48,6 +48,11 @@ from daemon.capture.source import SourceTable, load_rows
 from daemon.capture.queue import INDEX_QUEUE
 
 
+PROGRESS_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} docs [{elapsed}, {rate_fmt}, ETA {remaining}]"
+"""The reindex progress bar (tqdm): documents done of total, elapsed time, docs/s (tqdm's moving
+average over recent pages) and the time left at that rate (ETA)."""
+
+
 def _job(table: SourceTable) -> str:
     return f"reindex:{table.name}"
 
@@ -76,7 +81,7 @@ async def reindex(settings: Settings, backend: IndexBackend, *, page_size: int =
         resume: continue from the checkpoint if one exists (else start over).
         from_scratch: clear the table's documents first (implies not resuming). Ignored on search
             backends, which always build a new version.
-        progress: show a tqdm bar (rows, rows/s, ETA) on stderr.
+        progress: show a tqdm bar (:data:`PROGRESS_FORMAT`: docs done, docs/s, ETA) on stderr.
         on_page: called with the number of rows done after each page (tests use it to interrupt).
         versioned: build a new index version and swap the alias (default: when ``backend`` is a
             search backend); False rewrites in place (what :func:`rollback` uses to catch up).
@@ -118,8 +123,8 @@ async def reindex(settings: Settings, backend: IndexBackend, *, page_size: int =
             extra = {"index": target, "resumed_version": resumed}
         await cur.execute(table.formatted("max_key"))
         upto = (await cur.fetchone() or {}).get("max_key")  # later inserts are the daemon's
-        bar = tqdm(total=total, initial=min(done, total), unit="rows", disable=not progress, desc="reindex",
-                   dynamic_ncols=True)
+        bar = tqdm(total=total, initial=min(done, total), unit="docs", disable=not progress, desc="reindex",
+                   dynamic_ncols=True, bar_format=PROGRESS_FORMAT)
         async with loop.session():
             while True:
                 await cur.execute(table.formatted("enqueue_page"), {

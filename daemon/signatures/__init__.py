@@ -13,6 +13,7 @@ Typical use::
     sig = compute_signature({"title": "...", "body": "...", "lat": 48.85, "lon": 2.35}, params)
     doc = sig.to_document()          # stored in the search index
     candidates = sig.keys()          # looked up in the index
+    sigs = compute_signatures(records, params)   # a batch: the same signatures, cheaper per record
 
 May import: the standard library, numpy, xxhash, snowballstemmer, pygeohash and
 :mod:`daemon.errors`; nothing with I/O and no other nearsync package (``.importlinter``).
@@ -20,6 +21,7 @@ May import: the standard library, numpy, xxhash, snowballstemmer, pygeohash and
 
 from __future__ import annotations
 
+from .batch import compute_signatures, record_error
 from .bottomk import bottomk_jaccard, bottomk_similar, bottomk_sketch
 from .extract import emails, model_numbers, model_numbers_from_words, phone_numbers
 from .geo import geo_tokens, neighbours
@@ -49,6 +51,7 @@ __all__ = [
     "bottomk_similar",
     "bottomk_sketch",
     "compute_signature",
+    "compute_signatures",
     "emails",
     "geo_tokens",
     "hash64",
@@ -63,6 +66,7 @@ __all__ = [
     "ngram_hashes",
     "normalise_text",
     "phone_numbers",
+    "record_error",
     "s_curve",
     "s_curve_table",
     "sentence_shingles",

@@ -58,6 +58,10 @@ def model_numbers_from_words(candidates: Iterable[str]) -> list[str]:
         Joined lower-case forms in order of first appearance; at most :data:`MAX_ITEMS`.
     """
     candidates = list(candidates)
+    try:  # the common case: every piece seen before
+        return _unique(list(chain.from_iterable(map(_piece_models.__getitem__, candidates))))
+    except KeyError:
+        pass
     fill_memo(_piece_models, candidates, _piece_model_numbers, PIECE_CACHE_SIZE)
     return _unique(list(chain.from_iterable(map(_piece_models.__getitem__, candidates))))
 

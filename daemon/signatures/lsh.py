@@ -13,6 +13,7 @@ from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
+import xxhash
 
 from ._hashing import hex16
 
@@ -96,3 +97,34 @@ def band_keys(signature: np.ndarray, bands: int, rows: int, seed: int = 0) -> li
     data = signature[: bands * rows].astype("<i8", copy=False).tobytes()
     step = 8 * rows
     return [f"b{i}:{hex16(data[i * step : (i + 1) * step], seed)}" for i in range(bands)]
+
+
+def band_keys_many(signatures: np.ndarray, bands: int, rows: int, seed: int = 0) -> list[list[str]]:
+    """:func:`band_keys` of every row of a ``(N, num_perm)`` MinHash matrix (same keys, same order).
+
+    The band bytes of the whole batch are made with one ``tobytes``; each key is still one XXH3-64
+    of the band's ``8 × rows`` bytes (there is no batch XXH3 in the ``xxhash`` package).
+
+    Args:
+        signatures: int64 array ``(N, num_perm)`` with ``num_perm ≥ bands * rows``.
+        bands, rows, seed: as :func:`band_keys`.
+    Returns:
+        One list of ``bands`` keys per row.
+    Raises:
+        ValueError: the signatures are shorter than ``bands * rows``.
+    """
+    if signatures.shape[1] < bands * rows:
+        raise ValueError(f"signature of {signatures.shape[1]} values cannot hold {bands} bands x {rows} rows")
+    data = memoryview(np.ascontiguousarray(signatures[:, : bands * rows], dtype="<i8").tobytes())
+    step = 8 * rows
+    prefixes = [f"b{i}:" for i in range(bands)]
+    hexdigest = xxhash.xxh3_64_hexdigest
+    out: list[list[str]] = []
+    pos = 0
+    for _ in range(signatures.shape[0]):
+        keys = []
+        for prefix in prefixes:
+            keys.append(prefix + hexdigest(data[pos : pos + step], seed))
+            pos += step
+        out.append(keys)
+    return out

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._hashing import fmix64, hash_tokens
+from ._ragged import offsets_of, segment_ids, segment_unique
 
 
 def word_ngrams(toks: list[str], n: int = 3) -> list[str]:
@@ -94,3 +95,66 @@ def sentence_shingles(sentence_tokens: list[list[str]]) -> list[str]:
         ``list[str]``, one per non-empty sentence.
     """
     return [" ".join(t) for t in sentence_tokens if t]
+
+
+def ngram_hashes_many(token_hashes: np.ndarray, offsets: np.ndarray, n: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`ngram_hashes` of every record of a batch at once, bit for bit the same.
+
+    The Horner combination runs once over the concatenated token hashes; grams that would span two
+    records are dropped, a record shorter than ``n`` (but not empty) gets its one gram of all its
+    tokens, and each record's grams are then sorted and deduplicated (:func:`segment_unique`).
+
+    Args:
+        token_hashes: uint64 array ``(T,)``: the token hashes of all records, record after record.
+        offsets: int64 ``(N + 1,)``: record ``r`` owns ``token_hashes[offsets[r]:offsets[r + 1]]``.
+        n: gram width (≥ 1).
+    Returns:
+        ``(grams, gram_offsets)``: a ragged uint64 array (see :mod:`daemon.signatures._ragged`) whose
+        record ``r`` is ``ngram_hashes(token_hashes[offsets[r]:offsets[r + 1]], n)``.
+    Raises:
+        ValueError: ``n < 1``.
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    h = token_hashes.astype(np.uint64, copy=False)
+    total = int(h.shape[0])
+    lengths = np.diff(offsets)
+    parts: list[np.ndarray] = []
+    owners: list[np.ndarray] = []
+    if n == 1:
+        parts.append(h)
+        owners.append(segment_ids(offsets))
+    else:
+        count = total - n + 1
+        if count > 0:  # every window of n tokens, then keep those inside one record
+            acc = h[:count] * _K
+            for j in range(1, n):
+                acc += h[j : j + count]
+                if j < n - 1:
+                    acc *= _K
+            seg = segment_ids(offsets)[:count]
+            inside = np.arange(count, dtype=np.int64) - offsets[seg] <= lengths[seg] - n
+            parts.append(fmix64(acc[inside]))
+            owners.append(seg[inside])
+        for width in range(1, n):  # records shorter than n: one gram of all their tokens
+            short = np.flatnonzero(lengths == width)
+            if short.size == 0:
+                continue
+            start = offsets[short]
+            if width == 1:
+                parts.append(h[start])
+            else:
+                acc = h[start] * _K
+                for j in range(1, width):
+                    acc += h[start + j]
+                    if j < width - 1:
+                        acc *= _K
+                parts.append(fmix64(acc))
+            owners.append(short)
+    if not parts:
+        return np.empty(0, dtype=np.uint64), np.zeros_like(offsets)
+    seg_all = np.concatenate(owners)
+    order = np.argsort(seg_all, kind="stable")
+    values = np.concatenate(parts)[order]
+    counts = np.bincount(seg_all, minlength=len(offsets) - 1)
+    return segment_unique(values, offsets_of(counts))

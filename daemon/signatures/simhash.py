@@ -50,6 +50,45 @@ def simhash_from_hashes(hashes: np.ndarray, weights: np.ndarray | None = None) -
     return int(packed.view("<u8")[0])
 
 
+SIMHASH_BATCH_ROWS = 65_536
+"""Feature hashes unpacked at once by :func:`simhash_many` (a block of bits is 64 bytes per feature)."""
+
+
+def simhash_many(hashes: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """:func:`simhash_from_hashes` (no weights) of every record of a batch, bit for bit the same.
+
+    Every feature occurrence adds 1 where its bit is set and subtracts 1 where it is clear
+    (Charikar 2002, term-frequency weights): per record, bit ``i`` is set when more than half of its
+    features have bit ``i`` set. The bits of consecutive records are unpacked as one block and
+    counted per record with ``np.add.reduceat``.
+
+    Args:
+        hashes: uint64 array ``(T,)`` of feature hashes, record after record.
+        offsets: int64 ``(N + 1,)``: record ``r`` owns ``hashes[offsets[r]:offsets[r + 1]]``.
+    Returns:
+        uint64 array ``(N,)`` of fingerprints (``0`` for an empty record).
+    """
+    records = len(offsets) - 1
+    out = np.zeros(records, dtype=np.uint64)
+    h = hashes.astype("<u8", copy=False)
+    bounds = offsets.tolist()
+    first = 0
+    while first < records:
+        last = first + 1
+        while last < records and bounds[last + 1] - bounds[first] <= SIMHASH_BATCH_ROWS:
+            last += 1
+        lo, hi = bounds[first], bounds[last]
+        if hi > lo:
+            sizes = np.diff(offsets[first : last + 1])
+            rows = np.flatnonzero(sizes)
+            bits = np.unpackbits(h[lo:hi].view(np.uint8).reshape(hi - lo, 8), axis=1, bitorder="little")
+            ones = np.add.reduceat(bits, offsets[rows + first] - lo, axis=0, dtype=np.int64)
+            positive = 2 * ones > sizes[rows, None]
+            out[rows + first] = np.packbits(positive, axis=1, bitorder="little").view("<u8")[:, 0]
+        first = last
+    return out
+
+
 def simhash(features: list[str], seed: int = 0, idf: Mapping[str, float] | None = None) -> int:
     """Simhash of a list of string features, term-frequency weighted (Charikar 2002; Manku et al. 2007).
 
@@ -137,3 +176,29 @@ def block_keys(fingerprint: int, blocks: int = 4, max_distance: int = 3) -> list
             nbits += spans[i][1]
         out.append(f"s{t}:{key:0{(nbits + 3) // 4}x}")
     return out
+
+
+def block_keys_many(fingerprints: np.ndarray, blocks: int = 4, max_distance: int = 3) -> list[list[str]]:
+    """:func:`block_keys` of many fingerprints, the block values cut with numpy (same keys, same order).
+
+    Args:
+        fingerprints: uint64 array ``(N,)`` (unsigned simhashes).
+        blocks, max_distance: as :func:`block_keys`.
+    Returns:
+        One list of ``C(blocks, blocks - k)`` keys per fingerprint.
+    Raises:
+        ValueError: invalid layout.
+    """
+    spans, tables = _block_layout(blocks, max_distance)
+    fp = fingerprints.astype(np.uint64, copy=False)
+    values = [(fp >> np.uint64(start)) & np.uint64((1 << width) - 1) for start, width in spans]
+    columns: list[list[str]] = []
+    for t, chosen in enumerate(tables):
+        key = np.zeros_like(fp)
+        nbits = 0
+        for i in chosen:
+            key = (key << np.uint64(spans[i][1])) | values[i]
+            nbits += spans[i][1]
+        prefix, digits = f"s{t}:", (nbits + 3) // 4
+        columns.append([f"{prefix}{k:0{digits}x}" for k in key.tolist()])
+    return [list(keys) for keys in zip(*columns)] if columns else [[] for _ in range(len(fp))]

@@ -227,6 +227,10 @@ def tokens_from_words(candidates: list[str], options: TextOptions = DEFAULT_TEXT
         ``list[str]`` of tokens after model-number expansion, synonyms, stop words and stemming.
     """
     cache = _candidate_cache(options)
+    try:  # the common case: every piece seen before (one pass, no look for missing pieces first)
+        return list(chain.from_iterable(map(cache.__getitem__, candidates)))
+    except KeyError:
+        pass
     fill_memo(cache, candidates, lambda c: _candidate_tokens(c, options), WORD_CACHE_SIZE)
     return list(chain.from_iterable(map(cache.__getitem__, candidates)))
 
