@@ -307,7 +307,8 @@ async def test_one_bad_record_among_100_is_the_only_dead_letter_and_the_99_get_t
                 for rid, (ad, created) in zip(ids, ads, strict=True) if created == "now()" and rid != bad}
     assert len(expected) == 66
     wrapper: list[FailLookupOf] = []
-    async with running_worker(s, wrap_backend=lambda b: wrapper.append(FailLookupOf(b, bad)) or wrapper[0]) as w:
+    one_lane = with_daemon(s, concurrency=1)  # two lanes would split the 100 between them by timing
+    async with running_worker(one_lane, wrap_backend=lambda b: wrapper.append(FailLookupOf(b, bad)) or wrapper[0]) as w:
         await settle(s)
     assert wrapper[0].sizes[0] == 100  # one batch of all 100 records came first
     assert await dead_letters(s.dsn) == [("dedup", bad, s.daemon.max_attempts,
