@@ -160,8 +160,9 @@ async def drain_throughput(worker: Any, label: str, target: int = 2000, profile:
     """Drain the dedup queue with ``worker`` and print records/s per worker and the pairs scored per
     record. ``profile``: run the drain under cProfile, write the statistics to that file and print
     :func:`print_profile`'s summary."""
-    prof = cProfile.Profile() if profile else None
+    prof = cProfile.Profile(time.process_time) if profile else None
     async with worker.session():
+        pg0 = postgres_cpu_s(worker.dsn)
         t0, c0 = time.perf_counter(), time.process_time()
         if prof:
             prof.enable()
@@ -169,15 +170,42 @@ async def drain_throughput(worker: Any, label: str, target: int = 2000, profile:
         if prof:
             prof.disable()
         t_dedup, cpu = time.perf_counter() - t0, time.process_time() - c0
+        pg1 = postgres_cpu_s(worker.dsn)
     pairs, batches = worker.totals.get("pairs", 0), worker.totals.get("batches", 0)
     print(f"{label}: {done:,} records in {t_dedup:.1f} s = {done / t_dedup:,.0f} records/s per worker "
           f"(target >= {target:,}){' UNDER cProfile' if prof else ''}; {batches:,} batches; pairs scored {pairs:,} "
           f"= {pairs / max(1, done):.1f} per record; candidate cap hit for {worker.totals.get('capped', 0):,} records; "
           f"links {worker.totals.get('links', 0):,}, flags {worker.totals.get('flags', 0):,}; "
-          f"worker process CPU {cpu:.1f} s = {cpu / t_dedup:.0%} of the wall time", flush=True)
+          f"worker process CPU {cpu:.1f} s = {cpu / t_dedup:.0%} of the wall time ({cpu * 1000 / max(1, done):.1f} ms "
+          f"per record)", flush=True)
+    if pg0 is not None and pg1 is not None:
+        print(f"  PostgreSQL CPU during the drain (its backends): {pg1 - pg0:.1f} s = "
+              f"{(pg1 - pg0) * 1000 / max(1, done):.1f} ms per record", flush=True)
     if prof and profile:
         prof.dump_stats(profile)
         print_profile(pstats.Stats(prof), batches=batches, pairs=pairs, records=done, wall=t_dedup)
+
+
+def postgres_cpu_s(dsn: str) -> float | None:
+    """CPU seconds (user + system) used so far by the backends of the PostgreSQL server at ``dsn``
+    (the children of its postmaster, read from ``/proc``); None when the server is not on this
+    machine or not readable. Backends that exited are not counted: read it around work done on
+    long-lived connections."""
+    try:
+        with psycopg.connect(dsn, autocommit=True) as c:
+            row = c.execute("SHOW data_directory").fetchone()
+        postmaster = int((Path(row[0]) / "postmaster.pid").read_text().split()[0]) if row else None
+        total, tick = 0.0, os.sysconf("SC_CLK_TCK")
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == postmaster:  # field 4 of stat: the parent pid
+                total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+        return total
+    except (OSError, ValueError, IndexError, psycopg.Error):
+        return None
 
 
 #: What :func:`print_profile` reports: (label, file name ends with, function name, "cum" or "tot").
@@ -213,11 +241,11 @@ PROFILE_ROWS: tuple[tuple[str, str, str, str], ...] = (
 def print_profile(stats: pstats.Stats, *, batches: int, pairs: int, records: int, wall: float, top: int = 15) -> None:
     """Print where the profiled drain's time went: the rows of :data:`PROFILE_ROWS` (cumulative or
     own time, share of the process total, per batch, per record and per scored pair) and the
-    ``top`` functions by own time. The times are this process's, under cProfile's overhead (which
-    inflates many small Python calls): read them as shares, not as absolute figures."""
+    ``top`` functions by own time. The times are this process's CPU time, under cProfile's overhead
+    (which inflates many small Python calls): read them as shares, not as absolute figures."""
     raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]  # {(file, line, func): (cc, nc, tt, ct, callers)}
     total = sum(v[2] for v in raw.values())
-    print(f"profile (cProfile, worker process): {total:.1f} s of profiled time over {wall:.1f} s wall, "
+    print(f"profile (cProfile, worker process CPU time): {total:.1f} s profiled over {wall:.1f} s wall, "
           f"{batches:,} batches, {records:,} records, {pairs:,} pairs", flush=True)
     print(f"  {'':<72} {'s':>7} {'share':>6} {'ms/batch':>9} {'ms/rec':>7} {'us/pair':>8} {'calls':>9}")
     for label, file_end, func, kind in PROFILE_ROWS:
