@@ -24,19 +24,39 @@ index into shared buffers first (``pg_prewarm``), the state of a server in servi
 in memory; the 1,000,000-document index needs about 4.4 GB of them (``shared_buffers = 8GB`` on
 the bench server). ``--concurrency`` sets the batches the worker keeps in flight (default 2).
 
-Targets on the 2-core machine: ≥ 2,000 records/s per worker; p99 ≤ 10 ms per record at 1M.
+With ``--corpus abt-buy`` the index holds product listings with realistic near-duplicate density
+instead (:mod:`bench.corpus_products`: Abt-Buy's two shops' listings as product lines, each with
+hard-negative siblings — another model number, colour or size — and listed by several of
+``--shops`` shops with seeded edits), deduplicated with the product settings ``nearsync evaluate``
+uses (:data:`~daemon.evaluation.evaluate.PRODUCT_PROFILE`, global scope, one-to-one across
+sources)::
+
+    python bench/bench_dedup.py --corpus abt-buy --indexed 100000 --records 5000 --prewarm
+    python bench/bench_dedup.py --corpus abt-buy --indexed 100000 --records 5000 --profile dedup.pstats
+
+It prints candidates per record, records/s per worker for the backlog and the single-record
+p50/p99. ``--profile FILE`` runs the backlog under cProfile in this process (the worker's side;
+PostgreSQL's time is not in it), writes the raw statistics to FILE and prints where the time went
+per batch and per pair.
+
+Targets on the 2-core machine: ≥ 2,000 records/s per worker; p99 ≤ 10 ms per record at 1M (generated
+ads); ≥ 1,000 records/s per worker and p99 ≤ 10 ms at 1M on the product corpus (issue 18).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import gc
+import json
 import os
+import pstats
 import random
 import statistics
 import sys
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -46,29 +66,39 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from daemon.config import settings_from_mapping  # noqa: E402
 from daemon.evaluation.datasets import abt_buy, default_data_dir  # noqa: E402
+from daemon.evaluation.evaluate import PRODUCT_PROFILE  # noqa: E402
 from daemon.evaluation.generator import generate_ads  # noqa: E402
 from daemon.evaluation.loader import copy_ads, parse_price  # noqa: E402
 from daemon.logs import configure_logging  # noqa: E402
 from daemon.ops.migrate import upgrade  # noqa: E402
 from daemon.db.queries import query  # noqa: E402
 from daemon.db.throwaway import ThrowawayPostgres  # noqa: E402
-from daemon.service import build_indexer, build_worker, opened_backend  # noqa: E402
+from daemon.service import build_indexer, build_worker, open_source, opened_backend  # noqa: E402
+from daemon.capture.documents import DocumentBuilder, SignaturePool  # noqa: E402
 from daemon.capture.queue import Claimed  # noqa: E402
 
 
 def pct(values: list[float], q: float) -> float:
+    """The ``q``-th percentile (0..100) of ``values`` (nearest rank)."""
     s = sorted(values)
     return s[min(len(s) - 1, int(round(q / 100 * (len(s) - 1))))]
 
 
-def bench_settings(dsn: str, concurrency: int | None = None) -> Any:
-    """Settings of the bench's daemon and worker (2,000-record batches; ``concurrency`` None: the
-    worker's default)."""
-    daemon: dict[str, Any] = {"batch_size": 2000, "poll_interval_s": 0.5}
+def bench_settings(dsn: str, concurrency: int | None = None, *, products: bool = False,
+                   batch_size: int = 2000) -> Any:
+    """Settings of the bench's daemon and worker (``batch_size`` records per batch; ``concurrency``
+    None: the worker's default). ``products``: the product-listing settings of ``nearsync evaluate``
+    on a set with a source column (:data:`PRODUCT_PROFILE`, global scope, best match per source,
+    cross-source only) instead of the defaults (user scope)."""
+    daemon: dict[str, Any] = {"batch_size": batch_size, "poll_interval_s": 0.5}
     if concurrency:
         daemon["concurrency"] = concurrency
+    cfg: dict[str, Any] = {"dedup": {"enabled": True}}
+    if products:
+        cfg = json.loads(json.dumps(PRODUCT_PROFILE))
+        cfg["dedup"] |= {"best_match_per_source": True, "cross_source_only": True}
     return settings_from_mapping({"database": {"dsn": dsn}, "source": {"create_reference_table": True},
-                                  "daemon": daemon, "dedup": {"enabled": True}}, env={})
+                                  "daemon": daemon, **cfg}, env={})
 
 
 def prewarm(dsn: str) -> None:
@@ -126,28 +156,127 @@ async def run(dsn: str, n: int, samples: int, concurrency: int | None = None) ->
         await single_record_latency(dsn, worker, ids, n)
 
 
-async def drain_throughput(worker: Any, label: str) -> None:
-    """Drain the dedup queue with ``worker`` and print records/s per worker."""
+async def drain_throughput(worker: Any, label: str, target: int = 2000, profile: str | None = None) -> None:
+    """Drain the dedup queue with ``worker`` and print records/s per worker and the pairs scored per
+    record. ``profile``: run the drain under cProfile, write the statistics to that file and print
+    :func:`print_profile`'s summary."""
+    prof = cProfile.Profile(time.process_time) if profile else None
     async with worker.session():
-        t0 = time.perf_counter()
+        pg0 = postgres_cpu_s(worker.dsn)
+        t0, c0 = time.perf_counter(), time.process_time()
+        if prof:
+            prof.enable()
         done = await worker.drain()
-        t_dedup = time.perf_counter() - t0
+        if prof:
+            prof.disable()
+        t_dedup, cpu = time.perf_counter() - t0, time.process_time() - c0
+        pg1 = postgres_cpu_s(worker.dsn)
+    pairs, batches = worker.totals.get("pairs", 0), worker.totals.get("batches", 0)
     print(f"{label}: {done:,} records in {t_dedup:.1f} s = {done / t_dedup:,.0f} records/s per worker "
-          f"(target >= 2,000); pairs scored {worker.totals.get('pairs', 0):,}, "
-          f"flags {worker.totals.get('flags', 0):,}", flush=True)
+          f"(target >= {target:,}){' UNDER cProfile' if prof else ''}; {batches:,} batches; pairs scored {pairs:,} "
+          f"= {pairs / max(1, done):.1f} per record; candidate cap hit for {worker.totals.get('capped', 0):,} records; "
+          f"links {worker.totals.get('links', 0):,}, flags {worker.totals.get('flags', 0):,}; "
+          f"worker process CPU {cpu:.1f} s = {cpu / t_dedup:.0%} of the wall time ({cpu * 1000 / max(1, done):.1f} ms "
+          f"per record)", flush=True)
+    if pg0 is not None and pg1 is not None:
+        print(f"  PostgreSQL CPU during the drain (its backends): {pg1 - pg0:.1f} s = "
+              f"{(pg1 - pg0) * 1000 / max(1, done):.1f} ms per record", flush=True)
+    if prof and profile:
+        prof.dump_stats(profile)
+        print_profile(pstats.Stats(prof), batches=batches, pairs=pairs, records=done, wall=t_dedup)
+
+
+def postgres_cpu_s(dsn: str) -> float | None:
+    """CPU seconds (user + system) used so far by the backends of the PostgreSQL server at ``dsn``
+    (the children of its postmaster, read from ``/proc``); None when the server is not on this
+    machine or not readable. Backends that exited are not counted: read it around work done on
+    long-lived connections."""
+    try:
+        with psycopg.connect(dsn, autocommit=True) as c:
+            row = c.execute("SHOW data_directory").fetchone()
+        postmaster = int((Path(row[0]) / "postmaster.pid").read_text().split()[0]) if row else None
+        total, tick = 0.0, os.sysconf("SC_CLK_TCK")
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == postmaster:  # field 4 of stat: the parent pid
+                total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+        return total
+    except (OSError, ValueError, IndexError, psycopg.Error):
+        return None
+
+
+#: What :func:`print_profile` reports: (label, file name ends with, function name, "cum" or "tot").
+PROFILE_ROWS: tuple[tuple[str, str, str, str], ...] = (
+    ("DedupHandler.process (the whole batch, worker side)", "dedup/worker.py", "process", "cum"),
+    ("  backend.get (all calls: the batch's documents, under the lock, recluster)", "backends/postgres.py", "get",
+     "cum"),
+    ("  score_records (candidate lookup + scoring)", "dedup/worker.py", "score_records", "cum"),
+    ("    backend.candidates_many (query + decoding candidates)", "backends/postgres.py", "candidates_many", "cum"),
+    ("    score_found (scoring the pairs)", "dedup/worker.py", "score_found", "cum"),
+    ("  _revalidate (under the lock: versions, re-scoring)", "dedup/worker.py", "_revalidate", "cum"),
+    ("  _recluster (components re-read, clustered, flags written)", "dedup/worker.py", "_recluster", "cum"),
+    ("    build_clusters", "dedup/clusters.py", "build_clusters", "cum"),
+    ("    mutual_best_per_source", "dedup/worker.py", "mutual_best_per_source", "cum"),
+    ("    _decisions_among", "dedup/worker.py", "_decisions_among", "cum"),
+    ("    _write_clusters_and_flags", "dedup/worker.py", "_write_clusters_and_flags", "cum"),
+    ("score_pair (all calls)", "scoring/combine.py", "score_pair", "cum"),
+    ("  field_similarity (per field)", "scoring/combine.py", "field_similarity", "cum"),
+    ("    exact_similarity (models)", "scoring/metrics.py", "exact_similarity", "cum"),
+    ("      _as_set", "scoring/metrics.py", "_as_set", "cum"),
+    ("    minhash_similarity", "scoring/metrics.py", "minhash_similarity", "cum"),
+    ("    token_set_similarity", "scoring/metrics.py", "token_set_similarity", "cum"),
+    ("    bottomk_similarity", "scoring/metrics.py", "bottomk_similarity", "cum"),
+    ("    price_similarity", "scoring/metrics.py", "price_similarity", "cum"),
+    ("  _detail (reason texts)", "scoring/combine.py", "_detail", "cum"),
+    ("PairScore.summary", "scoring/combine.py", "summary", "cum"),
+    ("jsoncodec.loads (all calls)", "db/jsoncodec.py", "loads", "cum"),
+    ("jsoncodec.dumps (all calls)", "db/jsoncodec.py", "dumps", "cum"),
+    ("PostgresBackend._doc (rows -> documents)", "backends/postgres.py", "_doc", "cum"),
+)
+
+
+def print_profile(stats: pstats.Stats, *, batches: int, pairs: int, records: int, wall: float, top: int = 15) -> None:
+    """Print where the profiled drain's time went: the rows of :data:`PROFILE_ROWS` (cumulative or
+    own time, share of the process total, per batch, per record and per scored pair) and the
+    ``top`` functions by own time. The times are this process's CPU time, under cProfile's overhead
+    (which inflates many small Python calls): read them as shares, not as absolute figures."""
+    raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]  # {(file, line, func): (cc, nc, tt, ct, callers)}
+    total = sum(v[2] for v in raw.values())
+    print(f"profile (cProfile, worker process CPU time): {total:.1f} s profiled over {wall:.1f} s wall, "
+          f"{batches:,} batches, {records:,} records, {pairs:,} pairs", flush=True)
+    print(f"  {'':<72} {'s':>7} {'share':>6} {'ms/batch':>9} {'ms/rec':>7} {'us/pair':>8} {'calls':>9}")
+    for label, file_end, func, kind in PROFILE_ROWS:
+        hits = [v for (f, _line, fn), v in raw.items() if f.replace("\\", "/").endswith(file_end) and fn == func]
+        if not hits:
+            continue
+        t = sum(v[3] if kind == "cum" else v[2] for v in hits)
+        calls = sum(v[1] for v in hits)
+        print(f"  {label:<72} {t:7.2f} {t / total:6.1%} {t * 1000 / max(1, batches):9.1f} "
+              f"{t * 1000 / max(1, records):7.3f} {t * 1e6 / max(1, pairs):8.1f} {calls:9,}")
+    print(f"  top {top} functions by own time:")
+    for (f, line, fn), v in sorted(raw.items(), key=lambda kv: -kv[1][2])[:top]:
+        where = "/".join(Path(f).parts[-2:]) if f != "~" else "builtin"
+        print(f"    {v[2]:7.2f} s {v[2] / total:6.1%} {v[1]:>10,} calls  {fn} ({where}:{line})")
 
 
 async def single_record_latency(dsn: str, worker: Any, ids: list[str], indexed: int) -> None:
-    """Time the worker's full handling of each record of ``ids`` in one-record batches; print p50/p99."""
+    """Time the worker's full handling of each record of ``ids`` in one-record batches; print p50/p99
+    and the pairs scored per record."""
     lat = []
+    pairs = 0
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
         for rid in ids:
             c = Claimed("public.ads", rid, "U", 0, time.time(), 0)  # type: ignore[arg-type]
             t = time.perf_counter()
-            await worker.handler.process(conn, [c])
+            res = await worker.handler.process(conn, [c])
             lat.append((time.perf_counter() - t) * 1000)
+            pairs += res.counts.get("pairs", 0)
     print(f"single-record dedup latency with {indexed:,} indexed: p50 {pct(lat, 50):.1f} ms, p99 {pct(lat, 99):.1f} ms, "
-          f"mean {statistics.mean(lat):.1f} ms over {len(lat)} records (target p99 <= 10 ms)", flush=True)
+          f"mean {statistics.mean(lat):.1f} ms over {len(lat)} records, {pairs / max(1, len(lat)):.1f} pairs scored "
+          "per record (target p99 <= 10 ms)", flush=True)
 
 
 async def run_indexed(dsn: str, indexed: int, backlog: int, samples: int, reuse: bool = False,
@@ -175,6 +304,87 @@ async def run_indexed(dsn: str, indexed: int, backlog: int, samples: int, reuse:
         await single_record_latency(dsn, worker, [str(i) for i in rng.sample(range(1, indexed + 1), samples)], indexed)
 
 
+def corpus_row(i: int, fields: dict[str, Any]) -> dict[str, Any]:
+    """A corpus listing as an ``ads`` row with id ``i`` (created one second after listing ``i - 1``)."""
+    return {"id": i, "user_id": None, "category": fields.get("category"), "title": fields["title"],
+            "body": fields["body"], "price": fields["price"], "lat": None, "lon": None, "status": "active",
+            "source": fields["source"], "created_at": (CORPUS_EPOCH + timedelta(seconds=i)).isoformat()}
+
+
+CORPUS_EPOCH = datetime(2024, 1, 1, tzinfo=timezone.utc)
+
+
+async def load_corpus(settings: Any, listings: list[Any], batch: int = 2000, reuse: bool = False) -> float:
+    """Write the listings (ids 1..n) straight into the index with the documents the daemon would build
+    under ``settings`` (signed in a process pool, as ``bench_api.load_index`` does); returns the
+    seconds taken, 0.0 when ``reuse`` finds an index of exactly n documents already there."""
+    n = len(listings)
+    table = await open_source(settings)
+    builder = DocumentBuilder.from_settings(settings, table)
+    pool = SignaturePool(builder, workers=os.cpu_count() or 2, min_parallel=64)
+    t0 = time.perf_counter()
+    try:
+        async with opened_backend(settings) as backend:
+            if reuse and await backend.count(table.name) == n:
+                print(f"  reusing the index: it holds {n:,} documents", flush=True)
+                return 0.0
+            await backend.clear(table.name)
+            for start in range(0, n, batch):
+                items = [(corpus_row(i + 1, listings[i].fields), 1) for i in range(start, min(n, start + batch))]
+                built = await pool.build(items)
+                errors = [d for d in built if isinstance(d, Exception)]
+                if errors:
+                    print(f"  {len(errors)} listings not signed: {errors[0]}", flush=True)
+                await backend.write([d for d in built if not isinstance(d, Exception)], [])
+                done = min(n, start + batch)
+                if done % 20000 < batch or done == n:
+                    print(f"  indexed {done:,}/{n:,} ({done / (time.perf_counter() - t0):,.0f} docs/s)", flush=True)
+    finally:
+        pool.close()
+    with psycopg.connect(settings.require_dsn(), autocommit=True) as c:  # what autovacuum would do after a bulk load
+        c.execute("VACUUM ANALYZE")
+    return time.perf_counter() - t0
+
+
+async def run_corpus(dsn: str, indexed: int, backlog: int, samples: int, *, reuse: bool = False,
+                     concurrency: int | None = None, seed: int = 5, warm: bool = False, shops: int = 8,
+                     corpus_seed: int = 18, batch_size: int = 500, profile: str | None = None) -> None:
+    """``--corpus abt-buy`` (see the module docstring): build the product corpus, index it, put a
+    backlog of ``backlog`` random listings through the worker, then time ``samples`` one by one."""
+    from bench.corpus_products import build_corpus
+
+    data = default_data_dir()
+    if data is None or not (data / "abt-buy" / "Abt.csv").is_file():
+        raise SystemExit("--corpus abt-buy needs ../shared/data/abt-buy (or NEARSYNC_DATA)")
+    settings = bench_settings(dsn, concurrency, products=True, batch_size=batch_size)
+    upgrade(settings)
+    t0 = time.perf_counter()
+    listings = build_corpus(indexed, seed=corpus_seed, data_dir=data, shops=shops)
+    families = len({x.family for x in listings})
+    products = len({x.product for x in listings})
+    print(f"corpus: {indexed:,} listings of {products:,} products in {families:,} product lines "
+          f"({indexed / products:.1f} listings per product, {indexed / families:.1f} per line; {shops} shops; "
+          f"corpus seed {corpus_seed}) built in {time.perf_counter() - t0:.1f} s", flush=True)
+    took = await load_corpus(settings, listings, reuse=reuse)
+    del listings
+    gc.collect()
+    if took:
+        print(f"indexed {indexed:,} documents through the backend in {took:.1f} s ({indexed / took:,.0f} docs/s)",
+              flush=True)
+    if warm:
+        prewarm(dsn)
+    rng = random.Random(seed)
+    ids = [str(i) for i in rng.sample(range(1, indexed + 1), min(backlog, indexed))]
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        await conn.execute(query("enqueue_fresh"), {"queue": "dedup", "table": "public.ads", "record_ids": ids,
+                                                    "ops": ["U"] * len(ids)})
+    async with opened_backend(settings) as backend:
+        worker = await build_worker(settings, backend)
+        await drain_throughput(worker, f"dedup throughput, product corpus, {indexed:,} indexed, global scope",
+                               target=1000, profile=profile)
+        await single_record_latency(dsn, worker, [str(i) for i in rng.sample(range(1, indexed + 1), samples)], indexed)
+
+
 def shared_buffers_for(documents: int) -> str:
     """``shared_buffers`` for the bench's own server: room for an index of ``documents`` (~6 kB
     each with its key rows' covering index), at least 256 MB and at most half of the machine's
@@ -199,8 +409,33 @@ def main() -> None:
     ap.add_argument("--prewarm", action="store_true",
                     help="with --indexed: load the index into shared buffers first (pg_prewarm), as on a "
                          "server in service whose index fits in memory (needs shared_buffers large enough)")
+    ap.add_argument("--corpus", choices=("ads", "abt-buy"), default="ads",
+                    help="ads (default): generated ads, user scope; abt-buy: product listings with realistic "
+                         "near-duplicate density, global scope, product settings (needs --indexed)")
+    ap.add_argument("--shops", type=int, default=8, help="with --corpus abt-buy: shops (sources), 2-12 (default 8)")
+    ap.add_argument("--corpus-seed", type=int, default=18, help="with --corpus abt-buy: the corpus's seed (default 18)")
+    ap.add_argument("--batch-size", type=int,
+                    help="with --corpus abt-buy: records per worker batch (default 500, as nearsync evaluate)")
+    ap.add_argument("--profile", metavar="FILE",
+                    help="with --corpus abt-buy: run the backlog under cProfile, write the statistics to FILE "
+                         "and print where the time went")
     args = ap.parse_args()
     configure_logging("warning")
+    if args.corpus == "abt-buy":
+        if not args.indexed:
+            ap.error("--corpus abt-buy needs --indexed N (the listings written into the index)")
+
+        def corpus(dsn: str) -> None:
+            asyncio.run(run_corpus(dsn, args.indexed, args.records, args.samples, reuse=args.reuse,
+                                   concurrency=args.concurrency, seed=args.seed, warm=args.prewarm, shops=args.shops,
+                                   corpus_seed=args.corpus_seed, batch_size=args.batch_size or 500,
+                                   profile=args.profile))
+        if args.dsn:
+            corpus(args.dsn)
+        else:
+            with ThrowawayPostgres(fast=True, settings={"shared_buffers": shared_buffers_for(args.indexed)}) as server:
+                corpus(server.dsn)
+        return
     if args.dsn and args.indexed:
         asyncio.run(run_indexed(args.dsn, args.indexed, args.records, args.samples, args.reuse,
                                 args.concurrency, args.seed, args.prewarm))
