@@ -133,6 +133,15 @@ async def test_moderation_category_with_nul_is_422_not_500(dsettings: Settings) 
         assert (await c.get("/moderation?category=nothing-like-it")).status_code == 200
 
 
+async def test_moderation_min_score_too_small_for_a_real_is_not_500(dsettings: Settings) -> None:
+    """Found by the fuzzer: ``min_score=1e-308`` was a 500 (PostgreSQL ``real`` underflow in the queue
+    query); the filter is compared as double precision now."""
+    async with api_client(dsettings) as c:
+        for value in ("1e-308", "5e-324", "1.1125369292536007e-308"):
+            r = await c.get("/moderation", params={"min_score": value})
+            assert r.status_code == 200, (value, r.text[:300])
+
+
 async def test_decide_with_nul_in_record_id_is_422_and_a_moderator_field_cannot_rename_the_key(
         dsettings: Settings) -> None:
     """Before: 500 for NUL in record_id or in moderator (both reached PostgreSQL), and the key ``ops``
