@@ -256,7 +256,7 @@ button.confirm{background:#b3261e;color:#fff;border:0;border-radius:4px}button.d
 button:focus-visible,a:focus-visible,input:focus-visible,select:focus-visible{outline:3px solid #0b57d0;outline-offset:2px}
 .status{padding:.4rem .6rem;background:#e6f4ea;border:1px solid #8c8}.error{background:#fce8e6;border-color:#d88}
 kbd{font-size:.75rem;border:1px solid #999;border-radius:3px;padding:0 .25rem;background:#f5f5f5;color:#000}
-.help{font-size:.85rem;color:#444}.who{margin:.2rem 0;font-size:.9rem}form.signout{display:inline}.skip{position:absolute;left:-999px}.skip:focus{left:1rem;top:1rem;background:#fff}
+.help{font-size:.85rem;color:#444}.who{margin:.2rem 0;font-size:.9rem}form.signout{display:inline;margin-left:.6rem}form.signout button{padding:.1rem .5rem}.skip{position:absolute;left:-999px}.skip:focus{left:1rem;top:1rem;background:#fff}
 @media (max-width:900px){.pair{grid-template-columns:1fr}}
 """
 
@@ -317,7 +317,7 @@ def render_page(items: Sequence[Mapping[str, Any]], categories: Sequence[str], c
             f'<title>Duplicates queue ({len(items)}) — nearsync</title><style>{CSS}</style></head><body>'
             f'<a class="skip" href="#queue">Skip to the queue</a>'
             f'<header><h1>Duplicates queue: {len(items)} potential duplicate{"s" if len(items) != 1 else ""}</h1>'
-            f'<p class="who">Deciding as <strong id="user">{_e(user)}</strong></p>{signout}'
+            f'<div class="who">Deciding as <strong id="user">{_e(user)}</strong> {signout}</div>'
             f'<form class="filters" method="get" action="/moderation" role="search">'
             f'<label for="category">Category<select id="category" name="category" accesskey="g">'
             f'<option value="">All</option>{opts}</select></label>'
