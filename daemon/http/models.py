@@ -30,11 +30,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, WithJsonSchema, create_model
 
+from daemon.scoring.metrics import MAX_PRICE  # the scorer's bound (1e12): the API refuses what it would ignore
+
+__all__ = ["MAX_PRICE", "InvalidInput", "RequestModels", "build_models", "parse_json", "validate"]
+
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
-MAX_PRICE = 1e12
-"""Largest price accepted (any currency unit); a larger one is no listing's price, and bounding it
-keeps the scorer's price arithmetic within a float."""
 MAX_TEXT = 100_000
 """Most characters of a text field (title, body, ...)."""
 MAX_ID = 1_000
