@@ -251,23 +251,29 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     import os
+    from dataclasses import replace
 
     import uvicorn
 
     from daemon.http.app import create_app
-    from daemon.http.options import ApiOptions, parse_api_keys
+    from daemon.http.options import LOOPBACK_HOSTS, ApiOptions, check_bind, parse_api_keys
     from daemon.service import open_source, when_available
 
     settings = _settings(args)
     settings.require_dsn()
-    # Like `run`: wait while the database is unreachable, exit 3 when it is not migrated.
-    asyncio.run(when_available("database", lambda: open_source(settings)))
+    env_hosts = os.environ.get("NEARSYNC_ALLOWED_HOSTS", "").split(",")
+    extra_hosts = [h.strip() for h in [*(args.allowed_host or []), *env_hosts] if h.strip()]
+    secret = os.environ.get("NEARSYNC_SESSION_SECRET")
     options = ApiOptions(max_body_bytes=args.max_body_bytes,
                          unknown_fields="reject" if args.reject_unknown else "ignore",
                          api_keys=parse_api_keys(args.api_key or os.environ.get("NEARSYNC_API_KEY")),
                          max_set=args.max_set, max_matches=args.max_matches, cache_size=args.cache_size,
-                         cache_ttl_s=args.cache_ttl)
-    app = create_app(settings, options)
+                         cache_ttl_s=args.cache_ttl, allowed_hosts=(*LOOPBACK_HOSTS, *extra_hosts),
+                         secure_cookies=args.secure_cookies, **({"session_secret": secret} if secret else {}))
+    hosts = check_bind(args.host, options, insecure=args.insecure)  # before waiting: a usage error exits at once
+    # Like `run`: wait while the database is unreachable, exit 3 when it is not migrated.
+    asyncio.run(when_available("database", lambda: open_source(settings)))
+    app = create_app(settings, replace(options, allowed_hosts=hosts))
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log,
                 server_header=False)
     return 0
@@ -439,9 +445,11 @@ def build_parser() -> argparse.ArgumentParser:
     sv = sub.add_parser("serve", parents=[common], help="HTTP service: check API, result-set dedup, duplicates queue",
                         description="Serve POST /v1/check (would this ad be flagged?), POST /v1/dedup-set "
                                     "(near-duplicate groups in a ranked set), the moderators' duplicates queue at "
-                                    "/moderation and the OpenAPI description at /openapi.json. API keys come from "
-                                    "$NEARSYNC_API_KEY (\"secret\" or \"name:secret,name2:secret2\"), checked in the "
-                                    "X-API-Key header; without keys the service is open (bind to localhost).",
+                                    "/moderation (people sign in at /login with their key) and the OpenAPI "
+                                    "description at /openapi.json. API keys come from $NEARSYNC_API_KEY "
+                                    "(\"secret\" or \"name:secret,name2:secret2\", one per moderator), checked in "
+                                    "the X-API-Key header or exchanged for a session cookie at /login. Binds "
+                                    "127.0.0.1; another address needs keys (or --insecure).",
                         epilog="Example: curl -s -X POST localhost:8000/v1/check -H 'Content-Type: application/json' "
                                "-d '{\"title\": \"Sony Bravia 40 inch TV\", \"body\": \"...\", \"price\": 250, "
                                "\"user\": \"u1\"}'")
@@ -458,6 +466,14 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--cache-ttl", type=float, default=10.0,
                     help="seconds a cached signature is trusted for an id sent without a version (default 10)")
     sv.add_argument("--access-log", action="store_true", help="log every request (never the API key)")
+    sv.add_argument("--insecure", action="store_true",
+                    help="allow a non-loopback --host without API keys (an open service: anyone who reaches it "
+                         "can decide flags)")
+    sv.add_argument("--allowed-host", action="append", metavar="NAME",
+                    help="a Host header value to answer besides localhost/127.0.0.1/::1 and --host (repeatable; "
+                         "also $NEARSYNC_ALLOWED_HOSTS, comma-separated; *.example.com patterns allowed)")
+    sv.add_argument("--secure-cookies", action="store_true",
+                    help="mark the session cookie Secure (serve behind HTTPS)")
     sv.set_defaults(func=cmd_serve)
 
     lsh = sub.add_parser("lsh", parents=[debug], help="print the LSH band/row choice and its S-curve for a threshold")

@@ -44,11 +44,14 @@ def as_check(ad: dict[str, Any]) -> dict[str, Any]:
 
 
 @contextlib.asynccontextmanager
-async def api_client(s: Settings, options: ApiOptions | None = None) -> AsyncIterator[httpx.AsyncClient]:
-    """The app for ``s`` with its lifespan run, behind an httpx client on the ASGI transport."""
+async def api_client(s: Settings, options: ApiOptions | None = None,
+                     headers: dict[str, str] | None = None) -> AsyncIterator[httpx.AsyncClient]:
+    """The app for ``s`` with its lifespan run, behind an httpx client on the ASGI transport
+    (``Host: localhost``, an allowed host)."""
     app = create_app(s, options)
     async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver") as c:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost",
+                                     headers=headers) as c:
             yield c
 
 
@@ -199,7 +202,8 @@ async def test_api_key_and_openapi(dsettings: Settings) -> None:
         assert (await c.get("/moderation")).status_code == 401
         r = await c.post("/v1/check", json=as_check(ORIGINAL), headers={"X-API-Key": "k2"})
         assert r.status_code == 200
-        assert (await c.get("/healthz")).json() == {"ok": True}
+        assert (await c.get("/healthz")).json() == {"ok": True, "database": "ok", "index": "open"}
+        assert (await c.get("/openapi.json")).status_code == 401  # only /healthz (and /login) are public
         spec = (await c.get("/openapi.json", headers={"X-API-Key": "k1"})).json()
     assert spec["openapi"].startswith("3.")
     assert {"/v1/check", "/v1/dedup-set", "/moderation", "/moderation/decide"} <= set(spec["paths"])
@@ -284,7 +288,7 @@ async def test_real_uvicorn_process_with_api_key(dsettings: Settings, tmp_path: 
                              headers={"X-API-Key": secret, "content-type": "application/json"})
             assert r.status_code == 413
             r = await c.post("/v1/dedup-set", json={"ids": [orig, orig]}, headers={"X-API-Key": secret})
-            assert r.json()["groups"] == [[orig, orig]]
+            assert r.json()["groups"] == [] and r.json()["keep"] == [orig]  # never grouped with itself
             await asyncio.sleep(0.2)
     text = log.read_text()
     assert "/v1/check" in text  # the access log is on, and still holds no key

@@ -4,6 +4,7 @@ and the page driven by a real headless browser (Debian chromium through Playwrig
 from __future__ import annotations
 
 import csv
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import psycopg
 import pytest
 
 from daemon.http.moderation import word_diff
+from daemon.http.options import ApiOptions, parse_api_keys
 from daemon.cli import main as cli_main
 from daemon.config import Settings
 from daemon.service import opened_backend
@@ -22,6 +24,9 @@ from tests.test_api import CAMERA, CAMERA_EDIT, api_client, serve_process
 from tests.test_dedup import EDITED, ORIGINAL, add, settle
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+KEYS = ApiOptions(api_keys=parse_api_keys("alice:key-a,bob:key-b,ops:key-o"))
+ALICE, BOB, OPS = {"X-API-Key": "key-a"}, {"X-API-Key": "key-b"}, {"X-API-Key": "key-o"}
+JSON = {"accept": "application/json"}
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
@@ -73,10 +78,9 @@ async def test_confirmed_flag_survives_rescoring_until_an_ad_changes(msettings: 
     when the worker re-scores the pair, and the score decides again once one of the ads is edited."""
     s = msettings
     ids = await two_potential_duplicates(s)
-    async with api_client(s) as c:
+    async with api_client(s, KEYS) as c:
         r = await c.post("/moderation/decide", data={"record_id": ids["tv_edit"], "original_id": ids["tv"],
-                                                     "action": "confirm", "moderator": "alice"},
-                         headers={"accept": "application/json"})
+                                                     "action": "confirm"}, headers=ALICE | JSON)
         assert r.status_code == 200 and r.json()["decision"] == "duplicate"
     assert (await flags(s.dsn))[ids["tv_edit"]] == ("duplicate", ids["tv"])
     await requeue_for_dedup(s.dsn, ids["tv"], ids["tv_edit"])
@@ -92,7 +96,7 @@ async def test_confirmed_flag_survives_rescoring_until_an_ad_changes(msettings: 
 async def test_confirm_dismiss_and_the_worker_skips_a_dismissed_pair(msettings: Settings, tmp_path: Path) -> None:
     s = msettings
     ids = await two_potential_duplicates(s)
-    async with api_client(s) as c:
+    async with api_client(s, KEYS, headers=ALICE) as c:
         page = (await c.get("/moderation")).text
         assert page.index(f"Ad #{ids['cam_edit']}") < page.index(f"Ad #{ids['tv_edit']}")  # newest first
         assert "<del>" in page and "<ins>" in page and "Per-field reasons" in page
@@ -101,22 +105,18 @@ async def test_confirm_dismiss_and_the_worker_skips_a_dismissed_pair(msettings: 
         high = (await c.get("/moderation", params={"min_score": "90"})).text
         assert f"Ad #{ids['tv_edit']}" in high and f"Ad #{ids['cam_edit']}" not in high
         form = {"record_id": ids["tv_edit"], "original_id": ids["tv"], "action": "confirm"}
-        r = await c.post("/moderation/decide", data=form, headers={"accept": "application/json"})
-        assert r.status_code == 422 and r.json()["field"] == "moderator"
-        r = await c.post("/moderation/decide", data=form, headers={"X-Moderator": "alice"})
-        assert r.status_code == 303 and "confirmed" in r.headers["location"]
+        r = await c.post("/moderation/decide", data=form)
+        assert r.status_code == 303 and r.headers["location"] == "/moderation"
         r = await c.post("/moderation/decide", data={"record_id": ids["cam_edit"], "original_id": ids["tv"],
-                                                     "action": "dismiss", "moderator": "bob"},
-                         headers={"accept": "application/json"})
+                                                     "action": "dismiss"}, headers=BOB | JSON)
         assert r.status_code == 409
         r = await c.post("/moderation/decide", data={"record_id": ids["cam_edit"], "original_id": ids["cam"],
-                                                     "action": "dismiss", "moderator": "bob"},
-                         headers={"accept": "application/json", "origin": "http://evil.example"})
+                                                     "action": "dismiss"},
+                         headers=BOB | JSON | {"origin": "http://evil.example"})
         assert r.status_code == 403
         r = await c.post("/moderation/decide", data={"record_id": ids["cam_edit"], "original_id": ids["cam"],
-                                                     "action": "dismiss", "moderator": "bob"},
-                         headers={"accept": "application/json"})
-        assert r.status_code == 200 and r.json()["decision"] == "not_duplicate"
+                                                     "action": "dismiss"}, headers=BOB | JSON)
+        assert r.status_code == 200 and r.json()["decision"] == "not_duplicate" and r.json()["decided_by"] == "bob"
     got = await flags(s.dsn)
     assert got == {ids["tv_edit"]: ("duplicate", ids["tv"])}
     dec = await decisions(s.dsn)
@@ -159,9 +159,9 @@ async def test_a_dismissed_pair_is_not_rejoined_through_a_third_record(msettings
         tv_edit = await add(s.dsn, EDITED, "now() - interval '1 day'")
         await settle(s)
     assert await flags(s.dsn) == {tv_edit: ("potential_duplicate", tv)}
-    async with api_client(s) as c:
-        r = await c.post("/moderation/decide", data={"record_id": tv_edit, "original_id": tv, "action": "dismiss",
-                                                     "moderator": "bob"}, headers={"accept": "application/json"})
+    async with api_client(s, KEYS) as c:
+        r = await c.post("/moderation/decide", data={"record_id": tv_edit, "original_id": tv, "action": "dismiss"},
+                         headers=BOB | JSON)
         assert r.status_code == 200 and r.json()["decision"] == "not_duplicate"
     async with running_indexer(s), running_worker(s):
         await settle(s)
@@ -209,12 +209,29 @@ async def test_queue_in_a_real_browser(msettings: Settings, tmp_path: Path) -> N
     s = msettings
     ids = await two_potential_duplicates(s)
     shot = tmp_path / "moderation.png"
-    with serve_process(s, tmp_path / "serve.log") as url:
+    secret = "carol-" + os.urandom(8).hex()
+    log = tmp_path / "serve.log"
+    with serve_process(s, log, env={"NEARSYNC_API_KEY": f"carol:{secret},dave:other-key"}) as url:
         async with async_playwright() as pw:
             browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             try:
                 page = await browser.new_page(viewport={"width": 1366, "height": 900})
-                await page.goto(f"{url}/moderation?moderator=carol")
+                # not signed in: the queue sends the browser to the sign-in form
+                await page.goto(f"{url}/moderation")
+                assert page.url == f"{url}/login"
+                await page.get_by_label("Your moderator key").fill("wrong-key")
+                async with page.expect_navigation():
+                    await page.get_by_role("button", name="Sign in").click()
+                assert "not valid" in await page.locator("p.error").inner_text()
+                await page.get_by_label("Your moderator key").fill(secret)
+                async with page.expect_navigation():
+                    await page.get_by_role("button", name="Sign in").click()
+                assert page.url == f"{url}/moderation"
+                assert await page.locator("#user").inner_text() == "carol"
+                cookies = {c["name"]: c for c in await page.context.cookies()}
+                session = cookies["nearsync_session"]
+                assert session["httpOnly"] and session["sameSite"] == "Strict"
+                assert secret not in session["value"]
                 assert await page.locator("article.item").count() == 2
                 await page.screenshot(path=str(shot), full_page=False)
                 # keyboard: j focuses the first (newest: the camera repost), c confirms it
@@ -232,10 +249,19 @@ async def test_queue_in_a_real_browser(msettings: Settings, tmp_path: Path) -> N
                     await page.keyboard.press("Enter")
                 assert "dismissed" in await page.locator("p.status").inner_text()
                 assert await page.locator("article.item").count() == 0
+                # a reload shows the queue without the message: it lived in the session, not the URL
+                await page.reload()
+                assert await page.locator("p.status").count() == 0
+                # signing out ends the session: the queue asks for the key again
+                async with page.expect_navigation():
+                    await page.get_by_role("button", name="Sign out").click()
+                await page.goto(f"{url}/moderation")
+                assert page.url == f"{url}/login"
             finally:
                 await browser.close()
     print(f"moderation screenshot: {shot}")
     assert shot.stat().st_size > 10_000
+    assert secret not in log.read_text()
     assert await flags(s.dsn) == {ids["cam_edit"]: ("duplicate", ids["cam"])}
     dec = await decisions(s.dsn)
     assert dec[(ids["cam"], ids["cam_edit"])][0::3] == ("duplicate", "carol")

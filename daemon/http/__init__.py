@@ -4,8 +4,10 @@ What lives here:
 
 - :mod:`daemon.http.app` — the Starlette application and its routes.
 - :mod:`daemon.http.check` (``POST /v1/check``), :mod:`daemon.http.dedup_set` (``POST /v1/dedup-set``),
-  :mod:`daemon.http.moderation` (the duplicates queue), :mod:`daemon.http.openapi`,
-  :mod:`daemon.http.options` (``serve``'s options and API keys).
+  :mod:`daemon.http.moderation` (the duplicates queue), :mod:`daemon.http.openapi` (generated from
+  the models), :mod:`daemon.http.options` (``serve``'s options, API keys, the bind check).
+- :mod:`daemon.http.models` — the pydantic request models, the bounded JSON reader, 422 errors.
+- :mod:`daemon.http.auth` — API keys, sign-in sessions, CSRF tokens.
 - :mod:`daemon.http.health` — ``/healthz``, ``/readyz`` and ``/metrics`` of the daemon and the worker.
 - :mod:`daemon.http.metrics` — the Prometheus metrics those processes export.
 

@@ -1,7 +1,9 @@
 """``POST /v1/check``: would this ad be flagged? The dedup worker's code on a document not in the database.
 
-The candidate ad (JSON object keyed by field role) becomes an :class:`IndexDocument` exactly as
-:meth:`daemon.capture.documents.DocumentBuilder.build` makes one from a row (``coerce_numbers``,
+The candidate ad (JSON object keyed by field role) is validated by the ad model
+(:mod:`daemon.http.models`: stricter than a row's ``coerce_numbers``, a value it refuses is a 422
+naming the field), then becomes an :class:`IndexDocument` through the function
+:meth:`daemon.capture.documents.DocumentBuilder.build` uses for a row (``document_from_fields``:
 ``compute_signature``, ``scope_of``), its candidates come from the index through the backend
 protocol and each pair is scored by :func:`daemon.dedup.worker.score_candidates` (``score_pair`` +
 ``decide``), the function the worker uses, so a check and the flag written after the ad is
@@ -10,86 +12,59 @@ inserted agree.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from pydantic import BaseModel
 
 from daemon.backends.base import IndexBackend, IndexDocument
 from daemon.dedup.ids import record_id_key
 from daemon.dedup.worker import score_candidates
 from daemon.dedup.settings import DedupOptions
-from daemon.capture.documents import NUMERIC_ROLES, coerce_numbers, document_from_fields
+from daemon.capture.documents import document_from_fields
 from daemon.errors import RecordError
+from daemon.http.models import InvalidInput, field_path, validate
 from daemon.signatures import SignatureParams
 
-TEXT_ROLES = ("title", "body", "user", "category", "group", "source", "created_at")
-MAX_TEXT = 100_000
+__all__ = ["Checker", "InvalidInput", "ad_fields", "build_document", "validate_ad"]
 
 
-class InvalidInput(ValueError):
-    """A request body that cannot be accepted; ``field`` names the offending key (``"(body)"`` for the whole)."""
-
-    def __init__(self, field: str, message: str) -> None:
-        """Args: field: the JSON key at fault. message: what is wrong, for the client."""
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
-
-
-def validate_ad(body: Any, roles: tuple[str, ...], *, reject_unknown: bool, scope: str,
-                extra_allowed: tuple[str, ...] = ("id",)) -> tuple[dict[str, Any], str | None]:
+def validate_ad(body: Any, model: type[BaseModel], *, scope: str,
+                prefix: tuple[Any, ...] = ()) -> tuple[dict[str, Any], str | None]:
     """Check a candidate ad and return its fields (every configured role, missing ones None) and its id.
 
     Args:
-        body: the parsed JSON value.
-        roles: the configured field roles (``settings.source.fields`` keys).
-        reject_unknown: a key that is no role (nor ``id``) is an error instead of being dropped.
+        body: the parsed JSON value (:func:`daemon.http.models.parse_json`).
+        model: the ad model (:func:`daemon.http.models.build_models`), which checks every value's type
+            and range (text without NUL or lone surrogates, finite numbers, price within
+            ``0..MAX_PRICE``, lat/lon within range, 64-bit integers) and unknown keys.
         scope: the candidate scope (``dedup.scope``); its field is required unless ``global``.
-        extra_allowed: keys accepted besides the roles (``id``: a record to leave out of the candidates).
+        prefix: path of ``body`` in the request, for error messages (``("documents", 3)``).
     Returns:
-        ``(fields, record_id)``: numbers coerced to float (``coerce_numbers``), ``record_id`` text or None.
+        ``(fields, record_id)``: numbers as floats (or None), text as text, ``record_id`` text or None.
     Raises:
-        InvalidInput: naming the field (wrong type, unparseable number, out-of-range coordinate,
-            unknown key under ``reject``, missing scope field, nothing to compare).
+        InvalidInput: naming the field (a value the model refuses, missing scope field, nothing to compare).
     """
-    if not isinstance(body, Mapping):
-        raise InvalidInput("(body)", f"must be a JSON object, got {type(body).__name__}")
-    for key in body:
-        if key not in roles and key not in extra_allowed:
-            if reject_unknown:
-                raise InvalidInput(str(key), f"unknown field (allowed: {', '.join(sorted(roles))})")
-    fields: dict[str, Any] = {}
-    for role in roles:
-        v = body.get(role)
-        if v is None:
-            fields[role] = None
-        elif role in NUMERIC_ROLES:
-            if isinstance(v, bool) or not isinstance(v, (int, float, str)):
-                raise InvalidInput(role, f"must be a number, got {type(v).__name__}")
-            fields[role] = v
-        else:
-            if isinstance(v, bool) or not isinstance(v, (str, int, float)):
-                raise InvalidInput(role, f"must be a string, got {type(v).__name__}")
-            text = str(v)
-            if len(text) > MAX_TEXT:
-                raise InvalidInput(role, f"longer than {MAX_TEXT} characters")
-            fields[role] = text
-    try:
-        fields = coerce_numbers(fields)
-    except RecordError as e:
-        raise InvalidInput(str(e).split(":", 1)[0], str(e).split(":", 1)[-1].strip()) from None
-    for role, lim in (("lat", 90.0), ("lon", 180.0)):
-        v = fields.get(role)
-        if v is not None and not -lim <= v <= lim:
-            raise InvalidInput(role, f"must be within [-{lim:g}, {lim:g}], got {v}")
-    if scope != "global" and scope in roles and fields.get(scope) in (None, ""):
-        raise InvalidInput(scope, f"required: candidates are looked up per {scope} (dedup.scope)")
+    return ad_fields(validate(model, body, prefix), scope=scope, prefix=prefix)
+
+
+def ad_fields(ad: BaseModel, *, scope: str, prefix: tuple[Any, ...] = ()) -> tuple[dict[str, Any], str | None]:
+    """The fields and id of a validated ad (an instance of the ad model), after the cross-field rules.
+
+    Args:
+        ad: the validated ad. scope / prefix: as for :func:`validate_ad`.
+    Returns:
+        ``(fields, record_id)`` as :func:`validate_ad`.
+    Raises:
+        InvalidInput: the scope field is missing, or there is neither title nor body.
+    """
+    fields = ad.model_dump(exclude={"id"})
+    path = field_path(prefix) + "." if prefix else ""
+    if scope != "global" and scope in fields and fields.get(scope) in (None, ""):
+        raise InvalidInput(path + scope, f"required: candidates are looked up per {scope} (dedup.scope)")
     if not any(fields.get(r) for r in ("title", "body")):
-        raise InvalidInput("title", "give a title or a body")
-    rid = body.get("id")
-    if rid is not None and (isinstance(rid, bool) or not isinstance(rid, (str, int))):
-        raise InvalidInput("id", f"must be a string or an integer, got {type(rid).__name__}")
-    return fields, (None if rid is None else str(rid))
+        raise InvalidInput(path + "title", "give a title or a body")
+    return fields, getattr(ad, "id", None)
 
 
 def build_document(table: str, fields: dict[str, Any], params: SignatureParams, scope: str,
@@ -115,18 +90,17 @@ class Checker:
     """Runs checks against one table's index.
 
     Args:
-        table: tracked table name (``schema.table``). roles: configured field roles.
+        table: tracked table name (``schema.table``). model: the ad model (:func:`build_models`).
         params: signature parameters. options: ``[dedup]`` options. backend: an opened backend.
-        max_matches: most matches returned. reject_unknown: see :func:`validate_ad`.
+        max_matches: most matches returned.
     """
 
     table: str
-    roles: tuple[str, ...]
+    model: type[BaseModel]
     params: SignatureParams
     options: DedupOptions
     backend: IndexBackend
     max_matches: int = 5
-    reject_unknown: bool = False
 
     async def check(self, body: Any) -> dict[str, Any]:
         """Validate ``body`` and score it against its candidates.
@@ -140,7 +114,7 @@ class Checker:
             InvalidInput: a bad body. TransientIndexError: the index is unreachable.
         """
         scope = self.options.scoring.scope
-        fields, rid = validate_ad(body, self.roles, reject_unknown=self.reject_unknown, scope=scope)
+        fields, rid = validate_ad(body, self.model, scope=scope)
         doc = build_document(self.table, fields, self.params, scope, rid)
         res = await score_candidates(self.table, rid, doc, self.backend, self.options)
         flagged = sorted((s for s in res.scored if s.flag is not None),

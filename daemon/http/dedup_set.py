@@ -24,7 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from daemon.http.check import InvalidInput, build_document, validate_ad
+from pydantic import BaseModel
+
+from daemon.http.check import InvalidInput, ad_fields, build_document
+from daemon.http.models import validate
 from daemon.backends.base import IndexBackend
 from daemon.signatures import SignatureParams, bottomk_similar
 
@@ -142,25 +145,39 @@ def group_sketches(sketches: Sequence[Sequence[int]], threshold: float, k: int) 
     return groups
 
 
+def unique_refs(refs: Sequence[tuple[str, int | None]]) -> list[tuple[str, int | None]]:
+    """Each record id once, at its first place in ``refs`` (with that place's version); order kept.
+
+    Args:
+        refs: ``(record id, version or None)`` in ranking order.
+    Returns:
+        The same pairs without the later repeats of an id.
+    """
+    seen: set[str] = set()
+    out: list[tuple[str, int | None]] = []
+    for rid, version in refs:
+        if rid not in seen:
+            seen.add(rid)
+            out.append((rid, version))
+    return out
+
+
 @dataclass
 class SetDeduplicator:
     """Serves ``/v1/dedup-set`` for one table.
 
     Args:
         table: tracked table. backend: an opened backend. params: signature parameters (``bottomk_k``).
-        roles: configured field roles (for documents). cache: the signature cache.
-        max_set: most items per request. default_threshold: Jaccard threshold when none is given.
-        reject_unknown: unknown document keys are an error.
+        model: the request model (:attr:`RequestModels.dedup_set`: ids or documents, at most
+            ``--max-set`` items, threshold in (0, 1]).
+        cache: the signature cache.
     """
 
     table: str
     backend: IndexBackend
     params: SignatureParams
-    roles: tuple[str, ...]
+    model: type[BaseModel]
     cache: SignatureCache
-    max_set: int = 200
-    default_threshold: float = 0.5
-    reject_unknown: bool = False
     results_kept: int = 4096
     _results: OrderedDict[tuple[Any, ...], list[list[int]]] = field(default_factory=OrderedDict, repr=False)
 
@@ -179,43 +196,23 @@ class SetDeduplicator:
         return groups
 
     def _items(self, body: Any) -> tuple[str, list[Any], float]:
-        if not isinstance(body, dict):
-            raise InvalidInput("(body)", "must be a JSON object with ids or documents")
-        present = [k for k in ("ids", "documents") if k in body]
-        if len(present) != 1:
+        req = validate(self.model, body)
+        ids, docs = getattr(req, "ids"), getattr(req, "documents")
+        if (ids is None) == (docs is None):
             raise InvalidInput("ids", "give exactly one of ids or documents")
-        kind = present[0]
-        items = body[kind]
-        if not isinstance(items, list):
-            raise InvalidInput(kind, "must be a list")
-        if len(items) > self.max_set:
-            raise InvalidInput(kind, f"at most {self.max_set} items, got {len(items)}")
-        t = body.get("threshold", self.default_threshold)
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0.0 < float(t) <= 1.0:
-            raise InvalidInput("threshold", f"must be a number in (0, 1], got {t!r}")
-        if self.reject_unknown:
-            for key in body:
-                if key not in ("ids", "documents", "threshold"):
-                    raise InvalidInput(str(key), "unknown field (allowed: ids, documents, threshold)")
-        return kind, items, float(t)
+        threshold = float(getattr(req, "threshold"))
+        if ids is not None:
+            return "ids", unique_refs(ids), threshold
+        return "documents", list(docs), threshold
 
-    async def _id_sketches(self, items: list[Any]) -> tuple[list[str], list[tuple[int, ...]], list[str], int,
-                                                            list[int | None]]:
-        """Refs, sketches (empty for missing records), missing ids, how many came from the cache, versions."""
-        refs: list[str] = []
-        wanted: list[int | None] = []
-        for n, it in enumerate(items):
-            version: int | None = None
-            if isinstance(it, dict):
-                rid, version = it.get("id"), it.get("version")
-                if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
-                    raise InvalidInput(f"ids[{n}].version", "must be an integer")
-            else:
-                rid = it
-            if isinstance(rid, bool) or not isinstance(rid, (str, int)):
-                raise InvalidInput(f"ids[{n}]", "must be a record id (string or integer) or {id, version}")
-            refs.append(str(rid))
-            wanted.append(version)
+    async def _id_sketches(self, items: list[tuple[str, int | None]]) -> tuple[
+            list[str], list[tuple[int, ...]], list[str], int, list[int | None]]:
+        """Refs, sketches (empty for missing records), missing ids, how many came from the cache, versions.
+
+        ``items`` are validated ``(id, version or None)`` pairs, each id once (:func:`unique_refs`).
+        """
+        refs = [rid for rid, _ in items]
+        wanted = [version for _, version in items]
         now = time.monotonic()
         sketches: list[tuple[int, ...] | None] = []
         todo: list[str] = []
@@ -242,14 +239,21 @@ class SetDeduplicator:
                         versions[n], sketches[n] = hit
         return refs, [s or () for s in sketches], missing, cached, versions
 
-    def _doc_sketches(self, items: list[Any]) -> tuple[list[Any], list[tuple[int, ...]]]:
+    def _doc_sketches(self, items: list[BaseModel]) -> tuple[list[Any], list[tuple[int, ...]]]:
+        """Refs and sketches of the validated documents (instances of the ad model).
+
+        Raises:
+            InvalidInput: a bad document, or two documents with the same id.
+        """
         refs: list[Any] = []
         sketches: list[tuple[int, ...]] = []
+        seen: dict[str, int] = {}
         for n, it in enumerate(items):
-            try:
-                fields, rid = validate_ad(it, self.roles, reject_unknown=self.reject_unknown, scope="global")
-            except InvalidInput as e:
-                raise InvalidInput(f"documents[{n}].{e.field}", e.message) from None
+            fields, rid = ad_fields(it, scope="global", prefix=("documents", n))
+            if rid is not None:
+                if rid in seen:
+                    raise InvalidInput(f"documents[{n}].id", f"repeats the id of documents[{seen[rid]}]")
+                seen[rid] = n
             doc = build_document(self.table, fields, self.params, "global", rid)
             refs.append(rid if rid is not None else n)
             sketches.append(tuple(doc.signature.get("bottomk") or ()))
@@ -260,7 +264,9 @@ class SetDeduplicator:
 
         Args:
             body: ``{"ids": [id | {"id", "version"}, ...]}`` or ``{"documents": [{role: value}, ...]}``
-                in ranking order, optional ``"threshold"`` (bottom-k Jaccard, (0, 1]).
+                in ranking order, optional ``"threshold"`` (bottom-k Jaccard, (0, 1]). An id given
+                more than once counts once, at its first place (its later places are dropped: an
+                item is never grouped with itself); two documents with the same ``id`` are refused.
         Returns:
             ``{"groups": [[ref, ...], ...]`` (near-duplicate groups of two or more, first member to
             keep), ``"keep": [ref, ...]`` (first member of every group and every singleton, in ranking

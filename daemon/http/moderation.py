@@ -32,6 +32,7 @@ from psycopg.rows import dict_row
 from daemon.backends.base import IndexBackend
 from daemon.dedup.ids import canonical
 from daemon.db.queries import query
+from daemon.http.models import MAX_PRICE
 
 ACTIONS = {"confirm": "duplicate", "dismiss": "not_duplicate"}
 
@@ -101,23 +102,29 @@ async def decide_pair(conn: psycopg.AsyncConnection[Any], backend: IndexBackend,
 
 
 async def load_queue(conn: psycopg.AsyncConnection[Any], category_col: str | None, *, category: str | None,
-                     min_score: float | None, limit: int) -> tuple[list[dict[str, Any]], list[str]]:
-    """Potential duplicates newest first (filtered) and the categories present.
+                     min_score: float | None, limit: int) -> tuple[list[dict[str, Any]], list[str], str | None]:
+    """Potential duplicates newest first (filtered), the categories present, and the category filter used.
 
     Args:
         conn: a connection. category_col: the column holding the category role (None: no filter).
-        category / min_score: filters (None: all). limit: most items.
+        category / min_score: filters (None: all); a category that no queued record has is dropped
+            (an old link), so the page never shows a category it did not find in the database.
+        limit: most items.
     Returns:
-        ``(items, categories)``; items are rows of ``nearsync.flagged_records`` as dicts.
+        ``(items, categories, category)``; items are rows of ``nearsync.flagged_records`` as dicts.
+    Raises:
+        psycopg.Error: the database failed (the caller answers 503).
     """
     col = category_col or "category"
     async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(query("moderation_categories"), {"category_col": col})
+        cats = [r["category"] for r in await cur.fetchall()]
+        if category not in cats:
+            category = None
         await cur.execute(query("moderation_queue"), {"category_col": col, "category": category,
                                                       "min_score": min_score, "limit": limit})
         items = list(await cur.fetchall())
-        await cur.execute(query("moderation_categories"), {"category_col": col})
-        cats = [r["category"] for r in await cur.fetchall()]
-    return items, cats
+    return items, cats, category
 
 
 # -- rendering -------------------------------------------------------------------------------------
@@ -200,7 +207,7 @@ def render_item(n: int, item: Mapping[str, Any], columns: Mapping[str, str], hid
 
     Args:
         n: position (1-based, for the heading). item: a ``load_queue`` row. columns: role -> column.
-        hidden: extra hidden form fields (moderator, filters to return to).
+        hidden: extra hidden form fields (the CSRF token, filters to return to).
     Returns:
         An escaped HTML ``<article>``.
     """
@@ -210,7 +217,7 @@ def render_item(n: int, item: Mapping[str, Any], columns: Mapping[str, str], hid
     rid, oid = str(item["record_id"]), str(item["original_id"])
     extra = ""
     pr, po = _num(rec.get("price")), _num(orig.get("price"))
-    if pr is not None and po:
+    if pr is not None and po is not None and 0.01 <= po <= MAX_PRICE and 0 <= pr <= MAX_PRICE:  # a bounded ratio
         extra += f"price {100 * (pr - po) / po:+.1f}%"
     coords = [_num(rec.get("lat")), _num(rec.get("lon")), _num(orig.get("lat")), _num(orig.get("lon"))]
     if all(c is not None for c in coords):
@@ -249,7 +256,7 @@ button.confirm{background:#b3261e;color:#fff;border:0;border-radius:4px}button.d
 button:focus-visible,a:focus-visible,input:focus-visible,select:focus-visible{outline:3px solid #0b57d0;outline-offset:2px}
 .status{padding:.4rem .6rem;background:#e6f4ea;border:1px solid #8c8}.error{background:#fce8e6;border-color:#d88}
 kbd{font-size:.75rem;border:1px solid #999;border-radius:3px;padding:0 .25rem;background:#f5f5f5;color:#000}
-.help{font-size:.85rem;color:#444}.skip{position:absolute;left:-999px}.skip:focus{left:1rem;top:1rem;background:#fff}
+.help{font-size:.85rem;color:#444}.who{margin:.2rem 0;font-size:.9rem}form.signout{display:inline;margin-left:.6rem}form.signout button{padding:.1rem .5rem}.skip{position:absolute;left:-999px}.skip:focus{left:1rem;top:1rem;background:#fff}
 @media (max-width:900px){.pair{grid-template-columns:1fr}}
 """
 
@@ -259,10 +266,6 @@ JS = """
   function go(i){if(!items.length)return;cur=Math.max(0,Math.min(items.length-1,i));
     items.forEach(function(x){x.classList.remove('current')});var it=items[cur];it.classList.add('current');
     it.focus({preventScroll:true});it.scrollIntoView({block:'nearest'});}
-  var who=document.getElementById('moderator');
-  document.querySelectorAll('form.actions').forEach(function(f){f.addEventListener('submit',function(){
-    if(who&&who.value){var h=f.querySelector('input[name=moderator]');
-      if(!h){h=document.createElement('input');h.type='hidden';h.name='moderator';f.appendChild(h);}h.value=who.value;}});});
   document.addEventListener('keydown',function(e){
     var t=e.target.tagName;if(t==='INPUT'||t==='SELECT'||t==='TEXTAREA'||e.ctrlKey||e.metaKey||e.altKey)return;
     if(e.key==='j'){go(cur+1);e.preventDefault();}else if(e.key==='k'){go(cur-1);e.preventDefault();}
@@ -276,18 +279,23 @@ JS = """
 
 
 def render_page(items: Sequence[Mapping[str, Any]], categories: Sequence[str], columns: Mapping[str, str], *,
-                category: str | None, min_score: float | None, moderator: str, status: str = "",
-                error: str = "") -> str:
+                category: str | None, min_score: float | None, user: str, csrf: str, signed_in: bool,
+                message: Mapping[str, Any] | None = None) -> str:
     """The whole ``/moderation`` page.
+
+    Nothing from the query string is written into the page but the filters after validation (a
+    category found in the database, a number), and messages come from the session
+    (:func:`daemon.http.auth.take_flash`), never from the URL.
 
     Args:
         items: ``load_queue`` rows. categories: for the filter. columns: role -> column.
-        category / min_score: current filters. moderator: the name to prefill. status / error: a
-            message from the last decision.
+        category / min_score: current filters. user: who decides (shown; the credential's name).
+        csrf: the session's CSRF token, put in every form. signed_in: show the sign-out button.
+        message: ``{"kind": "status"|"error", "text": ...}`` from the last decision, or None.
     Returns:
         HTML text (UTF-8), every value escaped.
     """
-    hidden = {"moderator": moderator} if moderator else {}
+    hidden = {"csrf_token": csrf}
     if category:
         hidden["category"] = category
     if min_score is not None:
@@ -295,10 +303,12 @@ def render_page(items: Sequence[Mapping[str, Any]], categories: Sequence[str], c
     opts = "".join(f'<option value="{_e(c)}"{" selected" if c == category else ""}>{_e(c)}</option>'
                    for c in categories)
     msg = ""
-    if status:
-        msg = f'<p class="status" role="status">{_e(status)}</p>'
-    if error:
-        msg += f'<p class="status error" role="alert">{_e(error)}</p>'
+    if message:
+        role = "alert" if message.get("kind") == "error" else "status"
+        cls = "status error" if role == "alert" else "status"
+        msg = f'<p class="{cls}" role="{role}">{_e(message.get("text"))}</p>'
+    signout = (f'<form method="post" action="/logout" class="signout"><input type="hidden" name="csrf_token" '
+               f'value="{_e(csrf)}"><button type="submit">Sign out</button></form>') if signed_in else ""
     body = "".join(render_item(n, it, columns, hidden) for n, it in enumerate(items, 1))
     if not items:
         body = '<p>No potential duplicates to review. <a href="/moderation">Reload</a></p>'
@@ -307,9 +317,8 @@ def render_page(items: Sequence[Mapping[str, Any]], categories: Sequence[str], c
             f'<title>Duplicates queue ({len(items)}) — nearsync</title><style>{CSS}</style></head><body>'
             f'<a class="skip" href="#queue">Skip to the queue</a>'
             f'<header><h1>Duplicates queue: {len(items)} potential duplicate{"s" if len(items) != 1 else ""}</h1>'
+            f'<div class="who">Deciding as <strong id="user">{_e(user)}</strong> {signout}</div>'
             f'<form class="filters" method="get" action="/moderation" role="search">'
-            f'<label for="moderator">Your name<input id="moderator" name="moderator" value="{_e(moderator)}" '
-            f'autocomplete="name" accesskey="n"></label>'
             f'<label for="category">Category<select id="category" name="category" accesskey="g">'
             f'<option value="">All</option>{opts}</select></label>'
             f'<label for="min_score">Min score<input id="min_score" name="min_score" type="number" min="0" max="100" '
@@ -321,11 +330,11 @@ def render_page(items: Sequence[Mapping[str, Any]], categories: Sequence[str], c
             f'<main id="queue">{body}</main><script>{JS}</script></body></html>')
 
 
-def back_url(form: Mapping[str, str], status: str = "", error: str = "") -> str:
-    """``/moderation?...`` keeping the moderator and filters of a decision form, plus a message."""
-    q = {k: form[k] for k in ("moderator", "category", "min_score") if form.get(k)}
-    if status:
-        q["status"] = status
-    if error:
-        q["error"] = error
+def back_url(category: str | None, min_score: float | None) -> str:
+    """``/moderation?...`` keeping the (validated) filters of a decision form; no message in the URL."""
+    q: dict[str, str] = {}
+    if category:
+        q["category"] = category
+    if min_score is not None:
+        q["min_score"] = f"{min_score:g}"
     return "/moderation" + (f"?{urlencode(q)}" if q else "")

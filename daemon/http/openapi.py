@@ -1,108 +1,99 @@
-"""The hand-written OpenAPI 3.1 description served at ``/openapi.json``."""
+"""The OpenAPI 3.1 description served at ``/openapi.json``, generated from the pydantic models.
+
+Request and response schemas come from :mod:`daemon.http.models` (``model_json_schema``), so the
+document and the validation cannot disagree; this module only lays out the paths around them.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+from daemon.http.models import CheckResult, DedupSetResult, ErrorOut, HealthOut, RequestModels
 from daemon.http.options import ApiOptions
 
-_NUMERIC = {"price", "lat", "lon"}
+REF = "#/components/schemas/{model}"
 
 
-def _ad_schema(roles: tuple[str, ...], options: ApiOptions) -> dict[str, Any]:
-    props: dict[str, Any] = {}
-    for r in roles:
-        if r in _NUMERIC:
-            props[r] = {"oneOf": [{"type": "number"}, {"type": "string"}, {"type": "null"}],
-                        "description": "number, or text such as \"1,299.00\""}
-        else:
-            props[r] = {"type": ["string", "integer", "null"]}
-    props["id"] = {"type": ["string", "integer"], "description": "a record to leave out of the candidates "
-                                                                 "(checking an edit of a stored ad)"}
-    return {"type": "object", "properties": props,
-            "additionalProperties": options.unknown_fields != "reject",
-            "description": "A candidate ad keyed by field role. Needs a title or a body, and the scope "
-                           "field (dedup.scope, e.g. user) unless the scope is global."}
+def _json(name: str) -> dict[str, Any]:
+    return {"application/json": {"schema": {"$ref": REF.format(model=name)}}}
 
 
-def openapi_schema(roles: tuple[str, ...], options: ApiOptions) -> dict[str, Any]:
-    """The OpenAPI document for the configured field ``roles`` and ``options`` (JSON-serialisable dict)."""
-    error = {"type": "object", "properties": {"error": {"type": "string"}, "field": {"type": "string"}},
-             "required": ["error"]}
-    err_responses = {
-        "401": {"description": "missing or wrong X-API-Key (when keys are configured)",
-                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
-        "413": {"description": f"body larger than {options.max_body_bytes} bytes"},
-        "422": {"description": "invalid body; `field` names the offending key",
-                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
-        "503": {"description": "the index is unreachable; retry"},
+def _query_parameters(model: type[BaseModel]) -> list[dict[str, Any]]:
+    """A query model's fields as OpenAPI query parameters (optional, schema from the model)."""
+    schema = model.model_json_schema()
+    return [{"name": name, "in": "query", "required": name in schema.get("required", ()), "schema": prop}
+            for name, prop in schema["properties"].items()]
+
+
+def openapi_schema(models: RequestModels, options: ApiOptions) -> dict[str, Any]:
+    """The OpenAPI document of a service with these ``models`` and ``options`` (a JSON-serialisable dict)."""
+    _, defs = models_json_schema(
+        [(models.ad, "validation"), (models.dedup_set, "validation"), (models.decide, "validation"),
+         (models.login, "validation"), (CheckResult, "serialization"), (DedupSetResult, "serialization"),
+         (ErrorOut, "serialization"), (HealthOut, "serialization")], ref_template=REF)
+    schemas = defs.get("$defs", {})
+    error = {"content": _json("ErrorOut")}
+    errors = {
+        "401": {"description": "no credential: send X-API-Key, or sign in at /login", **error},
+        "403": {"description": "cross-origin request, or a form without the session's CSRF token", **error},
+        "413": {"description": f"body larger than {options.max_body_bytes} bytes", **error},
+        "422": {"description": "invalid request; `field` names the offending value", **error},
+        "503": {"description": "the database or the index is unreachable; retry", **error},
     }
-    match = {"type": "object", "properties": {
-        "id": {"type": "string"}, "score": {"type": "number", "minimum": 0, "maximum": 100},
-        "flag": {"enum": ["duplicate", "potential_duplicate"]},
-        "reasons": {"type": "object", "additionalProperties": {"type": "object"}},
-        "summary": {"type": "string"}}}
-    check_result = {"type": "object", "required": ["decision", "score", "matches", "signature_version"],
-                    "properties": {
-                        "decision": {"enum": ["duplicate", "potential_duplicate", "unique"]},
-                        "score": {"type": "number", "description": "best match's score, 0-100"},
-                        "matches": {"type": "array", "items": match, "maxItems": options.max_matches},
-                        "signature_version": {"type": "integer"}, "candidates": {"type": "integer"},
-                        "capped": {"type": "boolean"}, "took_ms": {"type": "number"}}}
-    ref = {"oneOf": [{"type": ["string", "integer"]},
-                     {"type": "object", "properties": {"id": {"type": ["string", "integer"]},
-                                                       "version": {"type": "integer"}}, "required": ["id"]}]}
-    set_req = {"type": "object", "properties": {
-        "ids": {"type": "array", "items": ref, "maxItems": options.max_set},
-        "documents": {"type": "array", "items": {"$ref": "#/components/schemas/Ad"}, "maxItems": options.max_set},
-        "threshold": {"type": "number", "exclusiveMinimum": 0, "maximum": 1, "default": options.default_threshold}},
-        "description": "exactly one of ids or documents, in ranking order"}
-    set_result = {"type": "object", "properties": {
-        "groups": {"type": "array", "items": {"type": "array"},
-                   "description": "near-duplicate groups (2+ members); the first member is the one to keep"},
-        "keep": {"type": "array", "description": "one per group and singleton, ranking order"},
-        "missing": {"type": "array", "items": {"type": "string"}}, "threshold": {"type": "number"},
-        "cached": {"type": "integer"}, "took_ms": {"type": "number"}}}
+    form = "application/x-www-form-urlencoded"
+    secured: list[dict[str, list[str]]] = [{"apiKey": []}, {"session": []}]
     return {
         "openapi": "3.1.0",
         "info": {"title": "nearsync", "version": "1",
                  "description": "Near-duplicate checks against the nearsync index, result-set dedup and the "
-                                "moderators' duplicates queue."},
+                                "moderators' duplicates queue. Programs send X-API-Key; people sign in at /login "
+                                "(a session cookie; forms carry its CSRF token)."},
         "components": {
-            "securitySchemes": {"apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"}},
-            "schemas": {"Ad": _ad_schema(roles, options), "CheckResult": check_result, "Error": error,
-                        "DedupSetRequest": set_req, "DedupSetResult": set_result}},
-        "security": [{"apiKey": []}] if options.api_keys else [],
+            "securitySchemes": {
+                "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
+                "session": {"type": "apiKey", "in": "cookie", "name": "nearsync_session"}},
+            "schemas": schemas},
+        "security": secured if options.api_keys else [],
         "paths": {
             "/v1/check": {"post": {
                 "summary": "Would this ad be flagged? Scores it against its candidates like the dedup worker.",
-                "requestBody": {"required": True, "content": {"application/json": {
-                    "schema": {"$ref": "#/components/schemas/Ad"}}}},
-                "responses": {"200": {"description": "decision and best matches", "content": {
-                    "application/json": {"schema": {"$ref": "#/components/schemas/CheckResult"}}}}, **err_responses}}},
+                "requestBody": {"required": True, "content": _json("Ad")},
+                "responses": {"200": {"description": "decision and best matches", "content": _json("CheckResult")},
+                              "415": {"description": "not application/json", **error}, **errors}}},
             "/v1/dedup-set": {"post": {
                 "summary": "Group near-duplicates within a ranked set of record ids or documents.",
-                "requestBody": {"required": True, "content": {"application/json": {
-                    "schema": {"$ref": "#/components/schemas/DedupSetRequest"}}}},
-                "responses": {"200": {"description": "groups", "content": {"application/json": {
-                    "schema": {"$ref": "#/components/schemas/DedupSetResult"}}}}, **err_responses}}},
+                "requestBody": {"required": True, "content": _json("DedupSetRequest")},
+                "responses": {"200": {"description": "groups", "content": _json("DedupSetResult")},
+                              "415": {"description": "not application/json", **error}, **errors}}},
             "/moderation": {"get": {
                 "summary": "The duplicates queue (HTML): potential duplicates newest first.",
-                "parameters": [{"name": n, "in": "query", "required": False, "schema": {"type": t}}
-                               for n, t in (("category", "string"), ("min_score", "number"),
-                                            ("moderator", "string"), ("limit", "integer"))],
-                "responses": {"200": {"description": "HTML page", "content": {"text/html": {}}}}}},
+                "parameters": _query_parameters(models.queue),
+                "responses": {"200": {"description": "HTML page", "content": {"text/html": {}}},
+                              "303": {"description": "a browser without a session: to /login"}, **errors}}},
             "/moderation/decide": {"post": {
-                "summary": "Confirm (flag becomes duplicate) or dismiss (not_duplicate) a potential duplicate.",
-                "requestBody": {"required": True, "content": {"application/x-www-form-urlencoded": {"schema": {
-                    "type": "object", "required": ["record_id", "original_id", "action"],
-                    "properties": {"record_id": {"type": "string"}, "original_id": {"type": "string"},
-                                   "action": {"enum": ["confirm", "dismiss"]}, "moderator": {"type": "string"}}}}}},
+                "summary": "Confirm (flag becomes duplicate) or dismiss (not_duplicate) a potential duplicate. "
+                           "The moderator recorded is the credential's name.",
+                "requestBody": {"required": True, "content": {form: {"schema": {"$ref": REF.format(
+                    model="DecideForm")}}}},
                 "responses": {"303": {"description": "back to the queue (browsers)"},
                               "200": {"description": "JSON outcome with Accept: application/json"},
-                              "404": {"description": "no such flag"}, "409": {"description": "flag changed"},
-                              **err_responses}}},
-            "/healthz": {"get": {"summary": "liveness", "security": [],
-                                 "responses": {"200": {"description": "ok"}}}},
+                              "404": {"description": "no such flag", **error},
+                              "409": {"description": "the flag changed", **error}, **errors}}},
+            "/login": {
+                "get": {"summary": "The sign-in form (HTML).", "security": [],
+                        "responses": {"200": {"description": "HTML page", "content": {"text/html": {}}}}},
+                "post": {"summary": "Exchange a key for a session cookie.", "security": [],
+                         "requestBody": {"required": True, "content": {form: {"schema": {"$ref": REF.format(
+                             model="LoginForm")}}}},
+                         "responses": {"303": {"description": "signed in: to /moderation"},
+                                       "401": {"description": "wrong key (the form again)"},
+                                       "403": errors["403"], "413": errors["413"], "422": errors["422"]}}},
+            "/healthz": {"get": {"summary": "Liveness and readiness: the backend is open and PostgreSQL answers "
+                                            "with the nearsync schema.", "security": [],
+                                 "responses": {"200": {"description": "ok", "content": _json("HealthOut")},
+                                               "503": {"description": "not ready", "content": _json("HealthOut")}}}},
         },
     }

@@ -17,7 +17,7 @@ SELECT f.record_id, f.original_id, f.flag, f.score, f.summary, f.reasons, f.flag
 FROM nearsync.flagged_records f
 WHERE f.flag = 'potential_duplicate'
   AND (%(category)s::text IS NULL OR f.record ->> %(category_col)s::text = %(category)s::text)
-  AND (%(min_score)s::real IS NULL OR f.score >= %(min_score)s::real)
+  AND (%(min_score)s::float8 IS NULL OR f.score >= %(min_score)s::float8)
 ORDER BY f.flagged_at DESC, f.record_id DESC
 LIMIT %(limit)s;
 
@@ -61,3 +61,7 @@ WHERE table_name = %(table)s AND a = %(a)s AND b = %(b)s;
 SELECT table_name, a, b, decision, decided_by, decided_at, score FROM nearsync.pair_decisions
 WHERE (%(table)s::text IS NULL OR table_name = %(table)s::text)
 ORDER BY decided_at, table_name, a, b;
+
+-- name: serve_health
+-- nearsync serve's /healthz: the database answers and holds the nearsync schema (migrated).
+SELECT to_regclass('nearsync.flagged_records') IS NOT NULL AS migrated;
