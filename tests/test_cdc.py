@@ -455,3 +455,33 @@ async def test_index_mapping_error_dead_letters_that_record_only(settings: Setti
         dead = await cur.fetchall()
     assert [(d[0], d[1]) for d in dead] == [(bad, settings.daemon.max_attempts)]
     assert "400" in dead[0][2] and "location" in dead[0][2]
+
+
+async def test_rows_follow_the_check_apis_number_rules(settings: Settings) -> None:
+    """Issue 19: a row whose price, lat or lon the check API would refuse (422) is refused too, to
+    the dead-letter table with an error naming the field, instead of being indexed with the value
+    read as "no price" or kept out of range; the other rows are indexed."""
+    async with await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True) as c:
+        await c.execute("ALTER TABLE ads ALTER COLUMN price TYPE text")
+    good = await insert_ads(settings.dsn, 10)
+    bad: dict[str, tuple[str, str]] = {}
+    async with await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True) as c:
+        for price, lat, expect in (("$1,2,3", 48.8, "price"), ("-5", 48.8, "price"), ("NaN", 48.8, "price"),
+                                   ("Infinity", 48.8, "price"), ("120", 999.0, "lat")):
+            cur = await c.execute("INSERT INTO ads (title, body, price, lat, lon) VALUES ('bad', 'x', %s, %s, 2.3) "
+                                  "RETURNING id", (price, lat))
+            bad[str((await cur.fetchone())[0])] = (expect, price if expect == "price" else "999")  # type: ignore[index]
+        cur = await c.execute("INSERT INTO ads (title, body, price, lat, lon) VALUES ('ok', 'x', '$1,299.00', 48.8, "
+                              "2.3) RETURNING id")
+        good.append(str((await cur.fetchone())[0]))  # type: ignore[index]
+    async with running_indexer(settings):
+        await wait_until(lambda: _zero(pending(settings.dsn)), timeout=60)
+    state = await index_state(settings)
+    assert set(state) == set(good)
+    assert state[good[-1]]["price"] == 1299.0
+    async with await psycopg.AsyncConnection.connect(settings.dsn) as c:
+        cur = await c.execute("SELECT record_id, error FROM nearsync.dead_letters")
+        dead = dict(await cur.fetchall())
+    assert set(dead) == set(bad)
+    for rid, (role, shown) in bad.items():
+        assert dead[rid].startswith(f"{role}: ") and shown in dead[rid], dead[rid]

@@ -6,7 +6,6 @@ data cannot be signed, so that row alone goes the dead-letter way.
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 import time
@@ -19,9 +18,10 @@ from daemon.backends.base import IndexDocument
 from daemon.config import Settings
 from daemon.errors import ConfigError, RecordError
 from daemon.logs import get_logger
+from daemon.scoring.numbers import NUMBER_RANGES, parse_number
 from daemon.signatures import (Signature, SignatureParams, compute_signature, compute_signatures, record_error,
                                signatures_enabled)
-from daemon.capture.source import SourceTable
+from daemon.capture.source import NUMBER_ROLES, SourceTable
 
 _log = get_logger("nearsync.documents")
 
@@ -62,36 +62,37 @@ def require_signatures(settings: Settings, what: str) -> None:
                           "`nearsync reindex` to sign the records already indexed")
 
 
-NUMERIC_ROLES = ("price", "lat", "lon")
+NUMERIC_ROLES = NUMBER_ROLES
 
 
 def coerce_numbers(fields: dict[str, Any]) -> dict[str, Any]:
-    """Make ``price``, ``lat`` and ``lon`` floats (or ``None``); text like ``"1,299.00"`` is parsed.
+    """Make ``price``, ``lat`` and ``lon`` floats (or ``None``) by the rule the check API applies
+    (:func:`daemon.scoring.numbers.parse_number`): text like ``"$1,299.00"`` is parsed, blank is no
+    value.
 
-    Non-finite values become ``None`` (range checks are the signatures' business).
+    A value the check API would refuse with a 422 is refused here too, and the row goes to the
+    dead-letter table with that error (choosing to reject rather than index the row without the
+    value: the row's owner sees the error, and the ad is not compared on a price or place it does
+    not have): text that is not a number (``"call me"``, ``"$1,2,3"``), a boolean, NaN or an
+    infinity, a negative price or one above 1e12, a latitude outside ±90 or a longitude outside ±180.
+
+    Args:
+        fields: role -> value as read from the row.
+
+    Returns:
+        A copy with the numeric roles as floats or ``None``.
 
     Raises:
-        RecordError: a value that is not a number at all (e.g. ``price = "call me"``).
+        RecordError: a numeric role's value breaks the rule (the message names the role and the value).
     """
     out = dict(fields)
     for role in NUMERIC_ROLES:
         v = out.get(role)
-        if v is None or isinstance(v, float):
-            continue
-        if isinstance(v, bool):
-            raise RecordError(f"{role}: expected a number, got a boolean")
-        if isinstance(v, int):
-            out[role] = float(v)
-            continue
-        text = str(v).strip().replace(",", "").lstrip("$€£")
-        if not text:
-            out[role] = None
-            continue
+        low, high = NUMBER_RANGES[role]
         try:
-            f = float(text)
-        except ValueError:
-            raise RecordError(f"{role}: cannot parse {str(v)[:80]!r} as a number") from None
-        out[role] = f if math.isfinite(f) else None
+            out[role] = parse_number(v, low, high)
+        except ValueError as e:
+            raise RecordError(f"{role}: {e}, got {str(v)[:80]!r}") from None
     return out
 
 

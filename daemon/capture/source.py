@@ -90,12 +90,23 @@ class SourceTable:
         return str(row.get(s.active_column)) in s.active_values
 
     def fields_of(self, row: Mapping[str, Any]) -> dict[str, Any]:
-        """Field role -> JSON-safe value for one loaded row.
+        """Field role -> value for one loaded row: JSON-safe (:func:`json_safe`) except for the
+        numeric roles ``price``, ``lat`` and ``lon``, whose numbers are kept as they are (decimals
+        as floats, NaN and infinities included), so that
+        :func:`daemon.capture.documents.coerce_numbers` can refuse what the check API refuses."""
+        return {role: (_number_or_text(row.get(col)) if role in NUMBER_ROLES else json_safe(row.get(col)))
+                for role, col in self.settings.fields.items()}
 
-        Decimals become floats, timestamps ISO 8601 strings, NaN/inf floats ``None``; other
-        non-JSON values become ``str``.
-        """
-        return {role: json_safe(row.get(col)) for role, col in self.settings.fields.items()}
+
+NUMBER_ROLES = ("price", "lat", "lon")
+"""Field roles read as numbers (validated by :func:`daemon.capture.documents.coerce_numbers`)."""
+
+
+def _number_or_text(v: Any) -> Any:
+    """A numeric role's column value: numbers (decimals as floats) and text as they are."""
+    if isinstance(v, decimal.Decimal):
+        return float(v)
+    return v if v is None or isinstance(v, (str, bool, int, float)) else str(v)
 
 
 def json_safe(v: Any) -> Any:

@@ -31,6 +31,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, WithJsonSchema, create_model
 
 from daemon.scoring.metrics import MAX_PRICE  # the scorer's bound (1e12): the API refuses what it would ignore
+from daemon.scoring.numbers import MAX_NUMBER_TEXT, NUMBER_RANGES, NUMBER_TEXT, parse_number
 
 __all__ = ["MAX_PRICE", "InvalidInput", "RequestModels", "build_models", "parse_json", "validate"]
 
@@ -42,14 +43,10 @@ MAX_ID = 1_000
 """Most characters of a record id given as text."""
 MAX_NAME = 200
 """Most characters of a short text parameter (a category filter)."""
-MAX_NUMBER_TEXT = 100
-"""Most characters of a number given as text."""
 MAX_DEPTH = 16
 """Deepest nesting of arrays/objects accepted in a JSON body (the deepest valid body nests 3)."""
 
 TEXT_ROLES = ("title", "body", "user", "category", "group", "source", "created_at")
-NUMBER_RANGES: dict[str, tuple[float, float]] = {"price": (0.0, MAX_PRICE), "lat": (-90.0, 90.0),
-                                                 "lon": (-180.0, 180.0)}
 
 
 class InvalidInput(ValueError):
@@ -210,43 +207,21 @@ def text_value(value: Any) -> str | None:
     raise ValueError(f"must be a string, got {_json_type(value)}")
 
 
-_NUMBER_TEXT = re.compile(r"\s*[$€£]?\s*([+-]?(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?"
-                          r"(?:[eE][+-]?[0-9]{1,4})?|[+-]?\.[0-9]+(?:[eE][+-]?[0-9]{1,4})?)\s*")
-
-
 def number_value(value: Any, low: float, high: float, *, low_open: bool = False) -> float | None:
-    """A number within ``[low, high]`` (``(low, high]`` with ``low_open``), from JSON or from text.
-
-    Text may carry a leading currency sign and thousands separators in groups of three
-    (``"$1,299.00"``); blank text is no value.
+    """A number within ``[low, high]`` (``(low, high]`` with ``low_open``), from JSON or from text:
+    :func:`daemon.scoring.numbers.parse_number` (the rule rows of the tracked table follow too), after
+    refusing an integer too long to have been converted.
 
     Returns:
         The value as a float, or None for null/blank text.
     Raises:
         ValueError: not a number (booleans included), malformed text, not finite, or out of range.
     """
-    if value is None:
-        return None
     if isinstance(value, HugeNumber):
         raise ValueError(f"must be within [{low:g}, {high:g}]")
-    if isinstance(value, bool):
-        raise ValueError("must be a number, got a boolean")
-    if isinstance(value, str):
-        if not value.strip():
-            return None
-        m = _NUMBER_TEXT.fullmatch(value) if len(value) <= MAX_NUMBER_TEXT else None
-        if m is None:
-            raise ValueError("must be a number (text like \"1,299.00\": thousands grouped by three)")
-        x = float(m.group(1).replace(",", ""))
-    elif isinstance(value, (int, float)):
-        x = float(value)
-    else:
+    if value is not None and not isinstance(value, (bool, int, float, str)):
         raise ValueError(f"must be a number, got {_json_type(value)}")
-    if not math.isfinite(x):
-        raise ValueError("must be a finite number")
-    if x < low or x > high or (low_open and x == low):
-        raise ValueError(f"must be within {'(' if low_open else '['}{low:g}, {high:g}]")
-    return x
+    return parse_number(value, low, high, low_open=low_open)
 
 
 def int_value(value: Any, low: int, high: int) -> int | None:
@@ -294,7 +269,7 @@ def _number_type(role: str) -> Any:
     low, high = NUMBER_RANGES[role]
     return Annotated[float | None, PlainValidator(lambda v: number_value(v, low, high)), WithJsonSchema(
         {"anyOf": [{"type": "number", "minimum": low, "maximum": high},
-                   {"type": "string", "maxLength": MAX_NUMBER_TEXT, "pattern": _NUMBER_TEXT.pattern},
+                   {"type": "string", "maxLength": MAX_NUMBER_TEXT, "pattern": NUMBER_TEXT.pattern},
                    {"type": "null"}],
          "description": f"a number within [{low:g}, {high:g}], or text such as \"1,299.00\""})]
 
