@@ -35,6 +35,7 @@ import asyncio
 import multiprocessing
 import os
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -53,7 +54,6 @@ from daemon.backends.pg_encoding import encode_document, key_hashes  # noqa: E40
 from daemon.capture.documents import DocumentBuilder  # noqa: E402
 from daemon.config import settings_from_mapping  # noqa: E402
 from daemon.db.arrays import Int4Array, Int8Array  # noqa: E402
-from daemon.db.queries import _NAME  # noqa: E402
 from daemon.db.throwaway import ThrowawayPostgres  # noqa: E402
 from daemon.evaluation.generator import generate_ads  # noqa: E402
 from daemon.ops.migrate import downgrade, upgrade  # noqa: E402
@@ -63,6 +63,7 @@ TABLE = "public.ads"
 LIMIT = 51  # candidate_cap + 1, as the dedup worker asks
 CHUNK = 200  # daemon.dedup.worker.LOOKUP_CHUNK
 
+_NAME = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.M)  # as daemon.db.queries reads sql/queries
 _builder: DocumentBuilder | None = None
 
 
