@@ -217,10 +217,10 @@ class PostgresBackend:
 
     async def candidates_many(self, table: str, queries: Sequence[CandidateQuery], *, min_match: int = 1,
                               limit: int = 100) -> list[list[Candidate]]:
-        """:meth:`candidates` for several lookups in one query (named ``candidates_many``: the
-        documents sharing a key with any lookup in one GIN index scan, then the best ``limit`` per
-        lookup with their documents). Returns one list per query, in order. Raises TransientIndexError when
-        unreachable."""
+        """:meth:`candidates` for several lookups in one query and round trip (named
+        ``candidates_many``: one GIN index scan per lookup with that lookup's keys, then the best
+        ``limit`` per lookup with their documents). Returns one list per query, in order. Raises
+        TransientIndexError when unreachable."""
         out: list[list[Candidate]] = [[] for _ in queries]
         qids: list[int] = []
         hashes: list[int] = []
