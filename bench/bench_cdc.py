@@ -101,7 +101,7 @@ def wait_drained(conn: psycopg.Connection, expect_docs: int, timeout: float = 90
 
 def reset(conn: psycopg.Connection) -> None:
     conn.execute("TRUNCATE ads")
-    conn.execute("TRUNCATE nearsync.index_tracking, nearsync.change_log, nearsync.documents, nearsync.document_keys")
+    conn.execute("TRUNCATE nearsync.index_tracking, nearsync.change_log, nearsync.documents")
 
 
 def free_port() -> int:

@@ -3,7 +3,9 @@
 Each round runs ``nearsync reindex --restart`` as a subprocess on the same table of generated ads
 (PostgreSQL backend, throwaway server), once with the signatures (the default) and once as plain sync
 (``[signatures] enabled = false``), one after the other, and with ``--baseline REV`` a third time with
-the code of git revision ``REV`` (before/after in the same run). Rounds interleave the variants, so a
+the code of git revision ``REV`` (before/after in the same run). The baseline gets a database of its
+own on the same server, migrated by its own code and loaded with the same ads, so a revision with
+another schema (e.g. before migration 0010's key arrays) runs on the schema it expects. Rounds interleave the variants, so a
 machine whose speed drifts (other users, 2 shared cores) weighs on all of them alike; the ratio
 signed ÷ plain is printed per round and the range over rounds at the end.
 
@@ -57,7 +59,6 @@ from daemon.db.throwaway import ThrowawayPostgres  # noqa: E402
 from daemon.evaluation.datasets import abt_buy, default_data_dir  # noqa: E402
 from daemon.evaluation.generator import generate_ads  # noqa: E402
 from daemon.evaluation.loader import parse_price  # noqa: E402
-from daemon.ops.migrate import upgrade  # noqa: E402
 from daemon.service import open_source  # noqa: E402
 
 COLS = "user_id, category, title, body, price, lat, lon"
@@ -83,10 +84,30 @@ def load_ads(conn: psycopg.Connection, n: int) -> str:
 
 
 def reset_index(conn: psycopg.Connection) -> None:
-    """Empty the index, its queue and the reindex checkpoint (each run starts from nothing)."""
-    conn.execute("TRUNCATE nearsync.documents, nearsync.document_keys, nearsync.index_tracking, nearsync.change_log")
+    """Empty the index, its queue and the reindex checkpoint (each run starts from nothing). The key
+    rows' table ``nearsync.document_keys`` is emptied too where it exists (schemas before 0010)."""
+    tables = ["nearsync.documents", "nearsync.index_tracking", "nearsync.change_log"]
+    if conn.execute("SELECT to_regclass('nearsync.document_keys')").fetchone() != (None,):
+        tables.append("nearsync.document_keys")
+    conn.execute(f"TRUNCATE {', '.join(tables)}")
     conn.execute("DELETE FROM nearsync.job_checkpoints")
     conn.execute("CHECKPOINT")
+
+
+def database_for(server_dsn: str, name: str, code: Path, rows: int) -> tuple[str, str]:
+    """A database ``name`` on the bench server, migrated by the code in ``code`` (a subprocess, so an
+    older revision builds the schema it expects) and loaded with ``rows`` ads. Returns its DSN and
+    where the ads came from."""
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    dsn = server_dsn.rsplit("/", 1)[0] + "/" + name
+    migrate = ("from daemon.config import settings_from_mapping; from daemon.ops.migrate import upgrade; "
+               f"upgrade(settings_from_mapping({{'database': {{'dsn': {dsn!r}}}, "
+               "'source': {'create_reference_table': True}}, env={}))")
+    subprocess.run([sys.executable, "-c", migrate], env={**os.environ, "PYTHONPATH": str(code)}, cwd=code, check=True,
+                   capture_output=True, timeout=600)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return dsn, load_ads(conn, rows)
 
 
 def _stat(pid: int) -> list[str]:
@@ -217,55 +238,57 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="timed passes of the in-process split (best kept)")
     args = ap.parse_args()
     with ThrowawayPostgres(fast=True) as server, tempfile.TemporaryDirectory() as tmp:
-        s = settings_from_mapping({"database": {"dsn": server.dsn}, "source": {"create_reference_table": True}}, env={})
-        upgrade(s)
         postmaster = int((server.data_dir / "postmaster.pid").read_text().split()[0])
         if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
         plain_cfg = Path(tmp) / "plain-sync.toml"
         plain_cfg.write_text("[signatures]\nenabled = false\n")
-        variants: list[tuple[str, Path, Path | None]] = [("signed", REPO, None), ("plain", REPO, plain_cfg)]
+        dsn, source = database_for(server.dsn, "bench_head", REPO, args.rows)
+        s = settings_from_mapping({"database": {"dsn": dsn}, "source": {"create_reference_table": True}}, env={})
+        variants: list[tuple[str, Path, Path | None, str]] = [("signed", REPO, None, dsn), ("plain", REPO, plain_cfg, dsn)]
         if args.baseline:
             rev = subprocess.run(["git", "rev-parse", "--short", args.baseline], cwd=REPO, check=True,
                                  capture_output=True, text=True).stdout.strip()
-            variants.append((f"signed@{rev}", code_at(args.baseline, Path(tmp) / "baseline"), None))
-        with psycopg.connect(server.dsn, autocommit=True) as conn:
-            source = load_ads(conn, args.rows)
+            code = code_at(args.baseline, Path(tmp) / "baseline")
+            variants.append((f"signed@{rev}", code, None, database_for(server.dsn, "bench_baseline", code, args.rows)[0]))
+        with psycopg.connect(dsn, autocommit=True) as conn:
             head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
                                   text=True).stdout.strip()
             print(f"{args.rows:,} ads generated from {source}; PostgreSQL {conn.info.server_version}, fsync off; "
                   f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at start; code at {head}"
                   f"{' (+ uncommitted changes)' if subprocess.run(['git', 'diff', '--quiet', 'HEAD'], cwd=REPO).returncode else ''}",
                   flush=True)
-            split = in_process_split(server.dsn, s, args.sample, args.repeat)
-            print(f"daemon CPU per row, in this process on {args.sample:,} of the rows (best of {args.repeat}): "
-                  f"reading fields {split['fields']:.0f} µs, signing record by record {split['sign_per_record']:.0f} µs, "
-                  f"signing as a batch {split['sign_batch']:.0f} µs "
-                  f"({split['sign_per_record'] / split['sign_batch']:.2f}x), PostgreSQL wire form {split['encode']:.0f} µs",
-                  flush=True)
-            results: dict[str, list[dict[str, float]]] = {name: [] for name, _, _ in variants}
-            for r in range(args.rounds):
-                line = []
-                for name, code, cfg in variants:
+        split = in_process_split(dsn, s, args.sample, args.repeat)
+        print(f"daemon CPU per row, in this process on {args.sample:,} of the rows (best of {args.repeat}): "
+              f"reading fields {split['fields']:.0f} µs, signing record by record {split['sign_per_record']:.0f} µs, "
+              f"signing as a batch {split['sign_batch']:.0f} µs "
+              f"({split['sign_per_record'] / split['sign_batch']:.2f}x), PostgreSQL wire form {split['encode']:.0f} µs",
+              flush=True)
+        results: dict[str, list[dict[str, float]]] = {name: [] for name, _, _, _ in variants}
+        for r in range(args.rounds):
+            line = []
+            for name, code, cfg, vdsn in variants:
+                with psycopg.connect(vdsn, autocommit=True) as conn:
                     reset_index(conn)
-                    res = run_reindex(server.dsn, code, cfg, postmaster, args.page_size)
-                    results[name].append(res)
-                    print(f"round {r + 1} {name:>16}: {res['rows']:,} rows in {res['seconds']:.1f} s "
-                          f"= {res['rows_per_s']:,.0f} docs/s; CPU per row: daemon {res['daemon_ms']:.3f} ms, "
-                          f"PostgreSQL {res['pg_ms']:.3f} ms (load {os.getloadavg()[0]:.2f})", flush=True)
-                    line.append(res["rows_per_s"])
-                ratios = ", ".join(f"{name} / plain {v / line[1]:.2f}" for (name, _, _), v in zip(variants, line) if name != "plain")
-                print(f"round {r + 1} ratios: {ratios}", flush=True)
-            print()
-            print(f"{'variant':>16} {'docs/s (min-max)':>22} {'daemon ms/row':>14} {'PG ms/row':>10} {'÷ plain, per round':>22}")
-            plain_rates = [x["rows_per_s"] for x in results["plain"]]
-            for name, runs in results.items():
-                rates = [x["rows_per_s"] for x in runs]
-                ratio = [a / b for a, b in zip(rates, plain_rates)]
-                print(f"{name:>16} {min(rates):>10,.0f} - {max(rates):<9,.0f} "
-                      f"{min(x['daemon_ms'] for x in runs):>6.3f}-{max(x['daemon_ms'] for x in runs):<6.3f} "
-                      f"{min(x['pg_ms'] for x in runs):>4.3f}-{max(x['pg_ms'] for x in runs):<5.3f} "
-                      f"{min(ratio):>10.2f} - {max(ratio):.2f}")
+                res = run_reindex(vdsn, code, cfg, postmaster, args.page_size)
+                results[name].append(res)
+                print(f"round {r + 1} {name:>16}: {res['rows']:,} rows in {res['seconds']:.1f} s "
+                      f"= {res['rows_per_s']:,.0f} docs/s; CPU per row: daemon {res['daemon_ms']:.3f} ms, "
+                      f"PostgreSQL {res['pg_ms']:.3f} ms (load {os.getloadavg()[0]:.2f})", flush=True)
+                line.append(res["rows_per_s"])
+            ratios = ", ".join(f"{name} / plain {v / line[1]:.2f}" for (name, _, _, _), v in zip(variants, line)
+                               if name != "plain")
+            print(f"round {r + 1} ratios: {ratios}", flush=True)
+        print()
+        print(f"{'variant':>16} {'docs/s (min-max)':>22} {'daemon ms/row':>14} {'PG ms/row':>10} {'÷ plain, per round':>22}")
+        plain_rates = [x["rows_per_s"] for x in results["plain"]]
+        for name, runs in results.items():
+            rates = [x["rows_per_s"] for x in runs]
+            ratio = [a / b for a, b in zip(rates, plain_rates)]
+            print(f"{name:>16} {min(rates):>10,.0f} - {max(rates):<9,.0f} "
+                  f"{min(x['daemon_ms'] for x in runs):>6.3f}-{max(x['daemon_ms'] for x in runs):<6.3f} "
+                  f"{min(x['pg_ms'] for x in runs):>4.3f}-{max(x['pg_ms'] for x in runs):<5.3f} "
+                  f"{min(ratio):>10.2f} - {max(ratio):.2f}")
 
 
 if __name__ == "__main__":

@@ -266,6 +266,65 @@ async def test_minhash_column_migration_keeps_minhashes_both_ways(fresh_db: str)
                 ([1, 2**61 - 1], False)
 
 
+async def test_key_array_migration_keeps_candidate_keys_both_ways(fresh_db: str) -> None:
+    """Migration 0010 moved the key rows of nearsync.document_keys into documents.key_hashes; its
+    downgrade puts them back as rows. Lookups find the same candidates on either side, tombstones
+    and plain-sync documents get no keys, and writes after the upgrade keep one array per document."""
+    from daemon.backends.base import CandidateQuery, DeleteOp, IndexDocument
+    from daemon.backends.pg_encoding import key_hashes
+    from daemon.backends.postgres import PostgresBackend
+
+    def ad(rid: str, version: int, keys: list[str], scope: dict[str, str] | None = None) -> IndexDocument:
+        return IndexDocument("public.ads", rid, version, {"title": f"ad {rid}"}, scope or {"user": "u1"}, keys,
+                             {"v": 2, "bottomk": [1], "minhash": [2]} if keys else {})
+
+    docs = [ad("1", 1, ["b0:a", "b1:b", "s:c"]), ad("2", 1, ["b0:a", "b1:b", "s:x"]), ad("3", 1, ["b0:a", "s:y"]),
+            ad("4", 1, ["b0:a", "b1:b"], {"user": "u2"}), ad("5", 1, []), ad("6", 1, ["b0:a"])]
+    queries = [CandidateQuery(["b0:a", "b1:b", "s:c"], {"user": "u1"}, exclude_id="1"),
+               CandidateQuery(["b0:a", "b1:b"], {"user": "u2"})]
+    s = make_settings(fresh_db)
+    upgrade(s)
+
+    async def found() -> list[list[tuple[str, int]]]:
+        be = PostgresBackend(s.require_dsn())  # fresh connections: no plan cached across the schema change
+        await be.open()
+        try:
+            return [[(c.record_id, c.matched) for c in cands] for cands in await be.candidates_many("public.ads", queries)]
+        finally:
+            await be.close()
+
+    be = PostgresBackend(s.require_dsn())
+    await be.open()
+    try:
+        await be.write(docs, [DeleteOp("public.ads", "6", 2)])
+    finally:
+        await be.close()
+    before = await found()
+    assert before == [[("2", 2), ("3", 1)], [("4", 2)]]
+    downgrade(s, "0009")
+    with psycopg.connect(fresh_db, autocommit=True) as c:
+        rows = c.execute("SELECT record_id, array_agg(key ORDER BY key) FROM nearsync.document_keys "
+                         "GROUP BY record_id ORDER BY record_id").fetchall()
+        assert rows == [(d.record_id, sorted(key_hashes("public.ads", d.scope, d.keys))) for d in docs[:4]]
+        assert c.execute("SELECT count(*) FROM information_schema.columns WHERE table_schema = 'nearsync' "
+                         "AND table_name = 'documents' AND column_name = 'key_hashes'").fetchone() == (0,)
+    upgrade(s)
+    with psycopg.connect(fresh_db, autocommit=True) as c:
+        assert c.execute("SELECT to_regclass('nearsync.document_keys')").fetchone() == (None,)
+        rows = c.execute("SELECT record_id, key_hashes FROM nearsync.documents ORDER BY record_id").fetchall()
+        assert rows == [(d.record_id, sorted(key_hashes("public.ads", d.scope, d.keys)) if d.keys else None)
+                        for d in docs[:5]] + [("6", None)]  # 5: plain sync, 6: a tombstone
+    assert await found() == before
+    be = PostgresBackend(s.require_dsn())
+    await be.open()
+    try:  # a newer write replaces the converted keys, an older one leaves them
+        await be.write([ad("2", 2, ["b0:a", "s:z"]), ad("3", 0, ["b0:a", "b1:b", "s:c"])], [])
+        [cands, _] = await be.candidates_many("public.ads", queries)
+        assert [(c.record_id, c.matched) for c in cands] == [("2", 1), ("3", 1)]
+    finally:
+        await be.close()
+
+
 def test_cli_fails_fast_with_clear_errors(fresh_db: str, pg_server: object, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["status", "--dsn", "postgresql://nobody:secret@127.0.0.1:1/x"]) == 4
     err = capsys.readouterr().err

@@ -1,6 +1,6 @@
 """The PostgreSQL backend's wire form (daemon.backends.pg_encoding) against a real PostgreSQL: the
-binary COPY stream, the packed array slices, and documents encoded ahead (in the signature workers)
-being stored exactly as documents encoded by the backend itself."""
+packed array slices, and documents encoded ahead (in the signature workers) being stored exactly as
+documents encoded by the backend itself."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from daemon.backends.pg_encoding import (
     encode_document,
     int64_bytes,
     key_hashes,
-    key_rows_copy,
     packed_slices,
 )
 from daemon.backends.postgres import PostgresBackend
@@ -24,16 +23,6 @@ from daemon.capture.documents import DocumentBuilder
 from daemon.ops.migrate import upgrade
 from tests.conftest import make_settings
 from tests.test_search_backend import T, doc
-
-
-def test_key_rows_copy_is_read_back_by_copy(fresh_db: str) -> None:
-    rows = [("1", [1, -2, 3]), ("héllo wörld ✓", [-(2**63), 2**63 - 1]), ("no keys", []), ("x" * 300, [42])]
-    with psycopg.connect(fresh_db) as c:
-        c.execute("CREATE TABLE k (key int8, table_name text, record_id text)")
-        with c.cursor() as cur, cur.copy("COPY k FROM STDIN (FORMAT BINARY)") as copy:
-            copy.write(key_rows_copy("public.ads", [(rid, np.array(v, dtype=np.int64).tobytes()) for rid, v in rows]))
-        got = sorted(c.execute("SELECT record_id, key, table_name FROM k").fetchall())
-    assert got == sorted((rid, v, "public.ads") for rid, vs in rows for v in vs)
 
 
 def test_packed_slices_are_cut_back_by_the_server(fresh_db: str) -> None:

@@ -1,4 +1,4 @@
-"""The PostgreSQL backend's wire form of a document: JSON text, packed arrays and key-row COPY data.
+"""The PostgreSQL backend's wire form of a document: JSON text and packed int64 arrays.
 
 Encoding is pure CPU work, so the indexer runs it in its signature worker processes, beside the
 signature build (``PostgresBackend.document_encoder``, see :class:`IndexDocument.encoded
@@ -14,14 +14,14 @@ benchmark section has the figures and ``bench/bench_cdc.py`` the throughput).
   (migrations 0007 and 0009), as native int64 bytes; a write joins them into one binary array
   per column (:func:`packed_slices`) that the SQL slices per row.
 * The candidate keys become signed 64-bit xxh64 hashes of ``table \\x1f scope \\x1f key``
-  (:func:`key_hashes`), and :func:`key_rows_copy` writes them as one binary ``COPY`` stream.
+  (:func:`key_hashes`), native int64 bytes packed like the arrays above, for the document's
+  ``key_hashes bigint[]`` column (migration 0010).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -59,24 +59,25 @@ def key_hash(prefix: bytes, key: str) -> int:
 
 def key_hashes(table: str, scope: Mapping[str, str], keys: Iterable[str]) -> set[int]:
     """The distinct hashed keys (:func:`key_hash`) of ``keys`` for a document of ``table`` in ``scope``:
-    what ``nearsync.document_keys`` stores for it and what a candidate lookup asks for."""
+    what ``nearsync.documents.key_hashes`` stores for it and what a candidate lookup asks for."""
     prefix = key_prefix(table, scope)
     return {key_hash(prefix, k) for k in keys}
 
 
 @dataclass(frozen=True, slots=True)
 class EncodedDocument:
-    """A document as ``upsert_documents`` and ``copy_keys`` take it.
+    """A document as ``upsert_documents`` takes it.
 
     Attributes:
         scope, fields, signature, keys: JSON text; ``signature`` without the lists stored apart.
         bottomk, minhash: the values for their ``bigint[]`` columns as native int64 bytes (8 per
             value), or ``None`` when the signature holds no such list of 64-bit ints (the list
             then stays in ``signature``).
-        key_hashes: the distinct hashed candidate keys as native int64 bytes.
+        key_hashes: the distinct hashed candidate keys as native int64 bytes (empty: no keys,
+            stored as NULL).
 
     The arrays are bytes rather than numpy arrays because bytes cross a process boundary (pickle)
-    with almost no overhead; :func:`packed_slices` and :func:`key_rows_copy` view them with numpy.
+    with almost no overhead; :func:`packed_slices` views them with numpy.
     """
 
     scope: str
@@ -198,41 +199,3 @@ def packed_slices(arrays: Sequence[bytes | None]) -> tuple[np.ndarray, list[int]
             pos += len(a) // 8
     flat = np.frombuffer(b"".join(a for a in arrays if a), dtype=np.int64)
     return flat, offsets, lengths
-
-
-_COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
-_COPY_TRAILER = struct.pack(">h", -1)
-
-
-@lru_cache(maxsize=256)
-def _key_row_dtype(rest_len: int) -> np.dtype:
-    """One binary COPY row of ``copy_keys``: field count, the key's length and value, then the
-    table and record-id fields (``rest_len`` bytes, the same for every key of a record)."""
-    return np.dtype([("fields", ">i2"), ("key_len", ">i4"), ("key", ">i8"), ("rest", f"S{rest_len}")])
-
-
-def key_rows_copy(table: str, docs: Iterable[tuple[str, bytes]]) -> bytes:
-    """The binary ``COPY`` stream (header, rows, trailer) of ``nearsync.document_keys`` rows
-    ``(key int8, table_name text, record_id text)`` for ``(record_id, key hashes)`` pairs, the hashes
-    as native int64 bytes.
-
-    Format: PostgreSQL's binary COPY (``src/backend/commands/copyfromparse.c``): signature, flags
-    and header-extension length, then per row an int16 field count and per field an int32 length
-    and the value (big-endian), then an int16 -1. numpy packs all the rows of a record at once.
-    """
-    tb = table.encode()
-    table_field = struct.pack(">i", len(tb)) + tb
-    out = [_COPY_HEADER]
-    for record_id, hashes in docs:
-        if not len(hashes):
-            continue
-        rb = record_id.encode()
-        rest = table_field + struct.pack(">i", len(rb)) + rb
-        rows = np.empty(len(hashes) // 8, dtype=_key_row_dtype(len(rest)))
-        rows["fields"] = 3
-        rows["key_len"] = 8
-        rows["key"] = np.frombuffer(hashes, dtype=np.int64)
-        rows["rest"] = rest
-        out.append(rows.tobytes())
-    out.append(_COPY_TRAILER)
-    return b"".join(out)

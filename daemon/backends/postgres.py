@@ -1,10 +1,12 @@
 """The PostgreSQL index backend: the embedded default, needing nothing but the source database.
 
-Documents live in ``nearsync.documents`` (one row per record, tombstones for deletes) and
-candidate keys in ``nearsync.document_keys`` as signed 64-bit xxh64 hashes of
-``table \\x1f scope \\x1f key``, so a btree lookup on the hash is blocked by table and scope at once.
-A write is one transaction: version-checked upserts/tombstones, then the keys of the records whose
-write applied (binary COPY). Queries are the named ones in ``sql/queries/pg_index.sql``.
+Documents live in ``nearsync.documents`` (one row per record, tombstones for deletes), each with
+its candidate keys in a ``bigint[]`` column (``key_hashes``, under a GIN index, migration 0010) as
+signed 64-bit xxh64 hashes of ``table \\x1f scope \\x1f key``, so a lookup on the hashes is blocked by
+table and scope at once. A write is one transaction: version-checked upserts (keys included) and
+tombstones. The keys are written only with the version, in the same row and under its lock, so two
+writers of one record cannot leave stale keys (see ``upsert_documents``). Queries are the named
+ones in ``sql/queries/pg_index.sql``.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ from daemon.backends.pg_encoding import (
     encode,
     encode_document,
     key_hashes,
-    key_rows_copy,
     packed_slices,
 )
 from daemon.logs import get_logger
@@ -131,13 +132,6 @@ class PostgresBackend:
                         "table": table, "record_ids": [d.record_id for d in dels],
                         "versions": [d.version for d in dels]})
                     deleted = {r[0] for r in await cur.fetchall()}
-                changed = sorted(applied | deleted)
-                if changed:
-                    await conn.execute(query("delete_keys"), {"table": table, "record_ids": changed})
-                won = [(d.record_id, e.key_hashes) for d, e in ups if d.record_id in applied and e.key_hashes]
-                if won:
-                    async with conn.cursor() as cur, cur.copy(query("copy_keys")) as copy:
-                        await copy.write(key_rows_copy(table, won))
                 for d, _ in ups:
                     outcomes[(table, d.record_id)] = Outcome.APPLIED if d.record_id in applied else Outcome.STALE
                 for op in dels:
@@ -146,11 +140,12 @@ class PostgresBackend:
 
     @staticmethod
     def _upsert_params(table: str, ups: Sequence[tuple[IndexDocument, EncodedDocument]]) -> dict[str, Any]:
-        """The parameters of ``upsert_documents``: one array per column, the two ``bigint[]``
-        columns as one packed array each with per-row offsets and lengths."""
+        """The parameters of ``upsert_documents``: one array per column, the three ``bigint[]``
+        columns as one packed array each with per-row offsets and lengths (no keys: NULL)."""
         encoded = [e for _, e in ups]
         bottomk, bottomk_offs, bottomk_lens = packed_slices([e.bottomk for e in encoded])
         minhash, minhash_offs, minhash_lens = packed_slices([e.minhash for e in encoded])
+        hashes, hashes_offs, hashes_lens = packed_slices([e.key_hashes or None for e in encoded])
         return {
             "table": table,
             "record_ids": [d.record_id for d, _ in ups],
@@ -161,6 +156,7 @@ class PostgresBackend:
             "keys": [e.keys for e in encoded],
             "bottomk": Int8Array(bottomk), "bottomk_offs": Int4Array(bottomk_offs), "bottomk_lens": Int4Array(bottomk_lens),
             "minhash": Int8Array(minhash), "minhash_offs": Int4Array(minhash_offs), "minhash_lens": Int4Array(minhash_lens),
+            "key_hashes": Int8Array(hashes), "hashes_offs": Int4Array(hashes_offs), "hashes_lens": Int4Array(hashes_lens),
         }
 
     @staticmethod
@@ -221,10 +217,10 @@ class PostgresBackend:
 
     async def candidates_many(self, table: str, queries: Sequence[CandidateQuery], *, min_match: int = 1,
                               limit: int = 100) -> list[list[Candidate]]:
-        """:meth:`candidates` for several lookups in one query (named ``candidates_many``: the key
-        rows of all lookups in one index scan, then the best ``limit`` per lookup with their
-        documents). Returns one list per query, in order. Raises TransientIndexError when
-        unreachable."""
+        """:meth:`candidates` for several lookups in one query and round trip (named
+        ``candidates_many``: one GIN index scan per lookup with that lookup's keys, then the best
+        ``limit`` per lookup with their documents). Returns one list per query, in order. Raises
+        TransientIndexError when unreachable."""
         out: list[list[Candidate]] = [[] for _ in queries]
         qids: list[int] = []
         hashes: list[int] = []
@@ -266,7 +262,6 @@ class PostgresBackend:
                     yield rid, version
 
     async def clear(self, table: str) -> None:
-        """Remove every document and key of ``table``."""
-        async with self._pool.connection() as conn, conn.transaction():
-            await conn.execute(query("clear_keys"), {"table": table})
+        """Remove every document (keys included) of ``table``."""
+        async with self._pool.connection() as conn:
             await conn.execute(query("clear_documents"), {"table": table})

@@ -5,25 +5,33 @@
 -- name: upsert_documents
 -- The bottom-k sketch and the MinHash are kept apart from the signature jsonb, as bigint[]: result-set
 -- dedup reads 0.5 kB inline per record instead of de-TOASTing the signature, and a write does not
--- parse 128 jsonb numerics per document. Each comes as one packed binary array for the whole batch,
--- sliced per row by offset and length (length -1: NULL, not stored apart); scope, fields, signature
--- and keys come as JSON text (daemon.backends.pg_encoding).
+-- parse 128 jsonb numerics per document. They and the hashed candidate keys (key_hashes, under the
+-- GIN index of migration 0010) each come as one packed binary array for the whole batch, sliced per
+-- row by offset and length (length -1: NULL); scope, fields, signature and keys come as JSON text
+-- (daemon.backends.pg_encoding).
+-- The keys change only here and in delete_documents, in the row whose version they belong to and
+-- under its lock: a concurrent writer of the same record waits for the lock, then re-checks the
+-- version on the committed row (applies only when newer), so no stale key is ever left behind.
 INSERT INTO nearsync.documents AS d (table_name, record_id, version, deleted, scope, fields, signature, keys,
-                                     bottomk, minhash, indexed_at)
+                                     bottomk, minhash, key_hashes, indexed_at)
 SELECT %(table)s, u.record_id, u.version, false, u.scope, u.fields, u.signature, u.keys,
        CASE WHEN u.bottomk_len >= 0
             THEN (%(bottomk)b::bigint[])[u.bottomk_off + 1 : u.bottomk_off + u.bottomk_len] END,
        CASE WHEN u.minhash_len >= 0
             THEN (%(minhash)b::bigint[])[u.minhash_off + 1 : u.minhash_off + u.minhash_len] END,
+       CASE WHEN u.hashes_len >= 0
+            THEN (%(key_hashes)b::bigint[])[u.hashes_off + 1 : u.hashes_off + u.hashes_len] END,
        clock_timestamp()
 FROM unnest(%(record_ids)b::text[], %(versions)b::bigint[], %(scopes)b::jsonb[], %(fields)b::jsonb[],
             %(signatures)b::jsonb[], %(keys)b::jsonb[], %(bottomk_offs)b::integer[], %(bottomk_lens)b::integer[],
-            %(minhash_offs)b::integer[], %(minhash_lens)b::integer[])
-     AS u(record_id, version, scope, fields, signature, keys, bottomk_off, bottomk_len, minhash_off, minhash_len)
+            %(minhash_offs)b::integer[], %(minhash_lens)b::integer[], %(hashes_offs)b::integer[],
+            %(hashes_lens)b::integer[])
+     AS u(record_id, version, scope, fields, signature, keys, bottomk_off, bottomk_len, minhash_off, minhash_len,
+          hashes_off, hashes_len)
 ON CONFLICT (table_name, record_id) DO UPDATE SET
     version = excluded.version, deleted = false, scope = excluded.scope, fields = excluded.fields,
     signature = excluded.signature, keys = excluded.keys, bottomk = excluded.bottomk,
-    minhash = excluded.minhash, indexed_at = excluded.indexed_at
+    minhash = excluded.minhash, key_hashes = excluded.key_hashes, indexed_at = excluded.indexed_at
 WHERE d.version < excluded.version
 RETURNING d.record_id;
 
@@ -33,19 +41,9 @@ SELECT %(table)s, u.record_id, u.version, true, clock_timestamp()
 FROM unnest(%(record_ids)b::text[], %(versions)b::bigint[]) AS u(record_id, version)
 ON CONFLICT (table_name, record_id) DO UPDATE SET
     version = excluded.version, deleted = true, scope = '{}', fields = NULL, signature = NULL,
-    keys = NULL, bottomk = NULL, minhash = NULL, indexed_at = excluded.indexed_at
+    keys = NULL, bottomk = NULL, minhash = NULL, key_hashes = NULL, indexed_at = excluded.indexed_at
 WHERE d.version < excluded.version
 RETURNING d.record_id;
-
--- name: delete_keys
-DELETE FROM nearsync.document_keys WHERE table_name = %(table)s AND record_id = ANY(%(record_ids)b::text[]);
-
--- name: copy_keys
--- The hashed candidate keys of the documents just written, streamed as binary COPY rows
--- (key int8, table_name text, record_id text) packed by daemon.backends.pg_encoding.key_rows_copy:
--- ~33 rows per document, and COPY skips the executor's unnest/INSERT ... SELECT work (10,000
--- documents: ~1.6 s -> ~1.1 s of key writing).
-COPY nearsync.document_keys (key, table_name, record_id) FROM STDIN (FORMAT BINARY);
 
 -- name: get_documents
 SELECT record_id, version, scope, fields, signature, keys, bottomk, minhash FROM nearsync.documents
@@ -66,44 +64,40 @@ WHERE table_name = %(table)s AND record_id = ANY(%(record_ids)b::text[]) AND NOT
 -- name: candidates
 -- Records sharing at least %(min_match)s hashed keys (the hash folds in table and scope, so the
 -- lookup is blocked by scope for free), best first, with their documents; with %(exclude_source)s,
--- records whose source field equals it are left out before the limit.
-WITH hits AS (
-    SELECT k.record_id, count(*)::integer AS matched
-    FROM nearsync.document_keys k
-    WHERE k.key = ANY(%(keys)b::bigint[]) AND k.table_name = %(table)s
-      AND k.record_id IS DISTINCT FROM %(exclude_id)s
-    GROUP BY k.record_id
-    HAVING count(*) >= %(min_match)s
-       AND (%(exclude_source)s::text IS NULL OR NOT EXISTS (  -- once per record, not per key row
-           SELECT 1 FROM nearsync.documents s
-           WHERE s.table_name = %(table)s AND s.record_id = k.record_id
-             AND s.fields ->> 'source' = %(exclude_source)s::text))
-    ORDER BY matched DESC, k.record_id
-    LIMIT %(limit)s
-)
-SELECT d.record_id, d.version, d.scope, d.fields, d.signature, d.keys, d.bottomk, d.minhash, hits.matched
-FROM hits JOIN nearsync.documents d ON d.table_name = %(table)s AND d.record_id = hits.record_id
-WHERE NOT d.deleted
-ORDER BY hits.matched DESC, d.record_id;
+-- records whose source field equals it are left out before the limit. The GIN index finds the
+-- documents sharing any key (&&); the shared keys are counted from each one's array.
+SELECT d.record_id, d.version, d.scope, d.fields, d.signature, d.keys, d.bottomk, d.minhash, m.matched
+FROM nearsync.documents d
+CROSS JOIN LATERAL (SELECT count(*)::integer AS matched FROM unnest(d.key_hashes) AS h(key)
+                    WHERE h.key = ANY(%(keys)b::bigint[])) m
+WHERE d.key_hashes && %(keys)b::bigint[] AND d.table_name = %(table)s AND NOT d.deleted
+  AND d.record_id IS DISTINCT FROM %(exclude_id)s
+  AND (%(exclude_source)s::text IS NULL OR d.fields ->> 'source' IS DISTINCT FROM %(exclude_source)s::text)
+  AND m.matched >= %(min_match)s
+ORDER BY m.matched DESC, d.record_id
+LIMIT %(limit)s;
 
 -- name: candidates_many
 -- candidates for several lookups at once: lookup qids[i] has hashed key keys[i]; exclude_ids[q] is
 -- lookup q's own record (NULL for none); exclude_sources[q] leaves out candidates whose source field
--- equals it (NULL: no filter; the documents are read only then). Per lookup, best first, at most
--- %(limit)s candidates: the lookup, the match count, then the document in the column order of
--- get_documents (one round trip; a record that is a candidate of several lookups comes once per
--- lookup).
--- The key rows are read once through the key index (key = ANY), then joined to the lookups in memory.
+-- equals it (NULL: no filter). Per lookup, best first, at most %(limit)s candidates: the lookup, the
+-- match count, then the document in the column order of get_documents (one round trip; a record
+-- that is a candidate of several lookups comes once per lookup).
+-- One GIN index scan per lookup with its own keys (&&), the shared keys counted from each found
+-- document's array. (One scan with the keys of all lookups would recheck every found array
+-- against thousands of keys: seconds instead of milliseconds.)
 WITH q AS (
-    SELECT t.qid, t.key FROM unnest(%(qids)b::integer[], %(keys)b::bigint[]) AS t(qid, key)
-), k AS MATERIALIZED (
-    SELECT key, record_id FROM nearsync.document_keys
-    WHERE key = ANY(%(keys)b::bigint[]) AND table_name = %(table)s
+    SELECT t.qid, array_agg(t.key) AS keys
+    FROM unnest(%(qids)b::integer[], %(keys)b::bigint[]) AS t(qid, key)
+    GROUP BY t.qid
 ), hits AS (
-    SELECT q.qid, k.record_id, count(*)::integer AS matched
-    FROM q JOIN k ON k.key = q.key
-    GROUP BY q.qid, k.record_id
-    HAVING count(*) >= %(min_match)s
+    SELECT q.qid, d.record_id, m.matched
+    FROM q
+    CROSS JOIN LATERAL (SELECT d.record_id, d.key_hashes FROM nearsync.documents d
+                        WHERE d.key_hashes && q.keys AND d.table_name = %(table)s AND NOT d.deleted) d
+    CROSS JOIN LATERAL (SELECT count(*)::integer AS matched FROM unnest(d.key_hashes) AS h(key)
+                        WHERE h.key = ANY(q.keys)) m
+    WHERE m.matched >= %(min_match)s
 ), ranked AS (
     SELECT h.qid, h.record_id, h.matched,
            row_number() OVER (PARTITION BY h.qid ORDER BY h.matched DESC, h.record_id) AS rn
@@ -127,9 +121,6 @@ SELECT record_id, version FROM nearsync.documents WHERE table_name = %(table)s A
 
 -- name: clear_documents
 DELETE FROM nearsync.documents WHERE table_name = %(table)s;
-
--- name: clear_keys
-DELETE FROM nearsync.document_keys WHERE table_name = %(table)s;
 
 -- name: purge_tombstones
 -- Tombstones older than %(older_than_s)s seconds have done their job (no older write is in flight).
