@@ -38,13 +38,23 @@ def test_evaluate_any_labelled_csv(tmp_path: Path, capsys: pytest.CaptureFixture
     out = tmp_path / "out"
     code = main(["evaluate", "--records", str(rec), "--pairs", str(pp), "--id", "ref", "--encoding", "latin-1",
                  "--map", "title=headline,body=text,price=cost,user=seller", "--config", str(cfg),
-                 "--out", str(out), "--json-only"])
+                 "--profile", "products", "--out", str(out), "--json-only"])
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     assert report["records"] == 120 and report["true_pairs_given"] == len(pairs)
     union = report["duplicate_or_potential"]
     assert union["recall"] >= 0.8 and union["precision"] >= 0.8  # reposts of generated ads are easy
     assert report["candidate_pairs_examined"] > 0 and report["wall_time_s"] > 0
+    # the products profile with the file's scope on top, as `nearsync dedup --profile products` runs it
+    assert report["profile"] == "products" and report["settings"]["dedup"]["scope"] == "user"
+    assert report["settings"]["dedup"]["fields"]["price"]["evidence"] == "positive"
+    assert report["settings"]["signatures"]["super_rules"] == [["model"], ["title"]]
+    cands = report["candidates"]
+    assert 0 < cands["candidate_recall"] <= 1 and cands["per_record"] > 0
+    assert cands["true_pairs_compared"] <= report["true_pairs_closure"]
+    # a pair is only predicted when it was compared or joined through compared ones
+    assert union["recall"] <= cands["candidate_recall"] or report["clusters"]["largest"] > 2
+    assert set(report["record_to_original"]) == {"duplicate", "duplicate_or_potential"}
     assert set(report["baselines"]) >= {"minhash_lsh_tuned", "simhash_hamming_le_3", "levenshtein_title_ge_0.8"}
     assert "cross_source" not in report
     for name in ("links.csv", "false_positives.csv", "false_negatives.csv"):
@@ -60,6 +70,7 @@ def test_evaluate_source_column_adds_cross_source_figures(tmp_path: Path, capsys
                  "--no-baselines", "--json-only"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["settings"]["dedup"]["cross_source_only"] is True
+    assert report["settings"]["dedup"]["scope"] == "global"  # no user mapped: one scope for all
     assert report["cross_source"]["duplicate_or_potential"]["true_pairs"] <= report["true_pairs_closure"]
 
 

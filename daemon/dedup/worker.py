@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextvars
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -265,11 +265,16 @@ class DedupHandler:
     Args:
         table: the tracked table name (``schema.table``). backend: an opened index backend.
         options: validated ``[dedup]`` settings.
+        observer: optional ``observer(record_id, scored)`` called with every record's scored
+            candidates (:class:`ScoredCandidate` list, any score) as they are scored, before the
+            transaction; ``nearsync evaluate`` uses it to measure candidate recall. It must not
+            raise or block.
     """
 
     table: str
     backend: IndexBackend
     options: DedupOptions
+    observer: Callable[[str, Sequence[ScoredCandidate]], None] | None = None
 
     async def score_records(self, items: Sequence[tuple[str, IndexDocument]],
                             seen: dict[str, IndexDocument] | None = None) -> list[Link]:
@@ -290,6 +295,8 @@ class DedupHandler:
             log.debug("candidate cap hit", record_id=rid, cap=self.options.scoring.candidate_cap)
             tally.capped += 1
         tally.pairs += len(res.scored)
+        if self.observer is not None:
+            self.observer(rid, res.scored)
         links = []
         for sc in res.scored:
             if sc.flag is not None:
