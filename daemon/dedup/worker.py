@@ -4,9 +4,10 @@ For each record taken from the ``dedup`` queue (the indexing daemon puts every i
 record there, in its acknowledging transaction):
 
 1. its document is fetched from the index, whatever the queued op (gone: treated as a delete);
-2. candidates come from the index through the backend protocol only — records sharing at least
-   ``dedup.min_match`` LSH band keys, simhash block keys or super tokens within the same scope —
-   capped at ``dedup.candidate_cap`` (a hit cap is logged);
+2. candidates come from the index through the backend protocol only: every record of the same
+   scope when it holds fewer than ``dedup.exhaustive_below`` records, else the records sharing at
+   least ``dedup.min_match`` LSH band keys, simhash block keys, super tokens or identity keys
+   (title, model numbers) within the scope, capped at ``dedup.candidate_cap`` (a hit cap is logged);
 3. each pair is scored by :func:`daemon.scoring.score_pair` in canonical order (lower id first, so
    the score does not depend on which side was processed);
 4. in one transaction under a per-table advisory lock, the record's links (pairs scoring at least
@@ -114,10 +115,8 @@ async def score_candidates(table: str, record_id: str | None, doc: IndexDocument
     """Look up a document's candidates through the backend and score each pair: the worker's scoring.
 
     Shared by the dedup worker (through :func:`score_candidates_many`) and the check API
-    (``POST /v1/check``), so a check and the later flag agree. Candidates share at least
-    ``options.min_match`` keys within ``doc.scope``, capped at ``candidate_cap``; with
-    ``cross_source_only`` same-source candidates are left out by the lookup itself
-    (:func:`excluded_source`), before the cap.
+    (``POST /v1/check``), so a check and the later flag agree; see :func:`lookup_candidates` for
+    which records are candidates.
 
     Args:
         table: tracked table name (``schema.table``).
@@ -130,10 +129,8 @@ async def score_candidates(table: str, record_id: str | None, doc: IndexDocument
     Raises:
         TransientIndexError: the index is unreachable.
     """
-    cands = await backend.candidates(table, doc.keys, doc.scope, min_match=options.min_match,
-                                     limit=options.scoring.candidate_cap + 1, exclude_id=record_id,
-                                     exclude_source=excluded_source(doc, options))
-    return score_found(record_id, doc, cands, options)
+    (found, cap), = await lookup_candidates(table, [(record_id, doc)], backend, options)
+    return score_found(record_id, doc, found, options, cap=cap)
 
 
 def excluded_source(doc: IndexDocument, options: DedupOptions) -> str | None:
@@ -144,10 +141,48 @@ def excluded_source(doc: IndexDocument, options: DedupOptions) -> str | None:
     return str(own) if options.cross_source_only and own is not None else None
 
 
+async def lookup_candidates(table: str, items: Sequence[tuple[str | None, IndexDocument]], backend: IndexBackend,
+                            options: DedupOptions) -> list[tuple[list[Candidate], int]]:
+    """The candidates of several documents, and how many of them to score, in at most two lookups.
+
+    * **exhaustive**: a document whose scope holds fewer than ``options.exhaustive_below``
+      documents (its own included) gets every other document of the scope
+      (:meth:`~daemon.backends.base.IndexBackend.scope_members`), all scored;
+    * **blocking**: the others get the records sharing at least ``options.min_match`` candidate
+      keys within the scope, best first, ``candidate_cap`` of them scored (``candidate_cap + 1``
+      are asked for, so that a hit cap shows).
+
+    With ``cross_source_only`` same-source records are left out by the lookups themselves
+    (:func:`excluded_source`), before any cap.
+
+    Args:
+        items: ``(record_id or None, document)`` pairs.
+    Returns:
+        One ``(candidates, cap)`` per item, in order (``cap``: how many of them to score).
+    Raises:
+        TransientIndexError: the index is unreachable.
+    """
+    queries = [CandidateQuery(doc.keys, doc.scope, rid, excluded_source(doc, options)) for rid, doc in items]
+    cap = options.scoring.candidate_cap
+    out: list[tuple[list[Candidate], int] | None] = [None] * len(items)
+    if options.exhaustive_below > 1:
+        members = await backend.scope_members(table, queries, limit=options.exhaustive_below - 1)
+        for i, found in enumerate(members):
+            if found is not None:
+                out[i] = (found, len(found))
+    rest = [i for i, x in enumerate(out) if x is None]
+    if rest:
+        found_many = await backend.candidates_many(table, [queries[i] for i in rest], min_match=options.min_match,
+                                                   limit=cap + 1)
+        for i, found in zip(rest, found_many, strict=True):
+            out[i] = (found, cap)
+    return [x for x in out if x is not None]
+
+
 async def score_candidates_many(table: str, items: Sequence[tuple[str, IndexDocument]], backend: IndexBackend,
                                 options: DedupOptions) -> list[ScoredCandidates]:
-    """:func:`score_candidates` for several records of the database with one candidate lookup
-    (:meth:`~daemon.backends.base.IndexBackend.candidates_many`).
+    """:func:`score_candidates` for several records of the database with one lookup of each kind
+    (:func:`lookup_candidates`) per :data:`LOOKUP_CHUNK` records.
 
     Args:
         items: ``(record_id, document)`` pairs.
@@ -159,10 +194,9 @@ async def score_candidates_many(table: str, items: Sequence[tuple[str, IndexDocu
     out: list[ScoredCandidates] = []
     for start in range(0, len(items), LOOKUP_CHUNK):
         part = items[start : start + LOOKUP_CHUNK]
-        found = await backend.candidates_many(
-            table, [CandidateQuery(doc.keys, doc.scope, rid, excluded_source(doc, options)) for rid, doc in part],
-            min_match=options.min_match, limit=options.scoring.candidate_cap + 1)
-        out += [score_found(rid, doc, cands, options) for (rid, doc), cands in zip(part, found, strict=True)]
+        found = await lookup_candidates(table, part, backend, options)
+        out += [score_found(rid, doc, cands, options, cap=cap)
+                for (rid, doc), (cands, cap) in zip(part, found, strict=True)]
     return out
 
 
@@ -172,17 +206,21 @@ LOOKUP_CHUNK = 200
 
 
 def score_found(record_id: str | None, doc: IndexDocument, cands: Sequence[Candidate],
-                options: DedupOptions) -> ScoredCandidates:
-    """Score a document against the candidates a lookup returned (``candidate_cap + 1`` asked for, so
-    that a hit cap shows); pure, no I/O.
+                options: DedupOptions, *, cap: int | None = None) -> ScoredCandidates:
+    """Score a document against the candidates a lookup returned (``cap + 1`` asked for, so that a
+    hit cap shows); pure, no I/O.
 
+    Args:
+        cap: candidates scored at most (default ``candidate_cap``; an exhaustive lookup passes
+            the number it found).
     Returns:
-        :class:`ScoredCandidates`: at most ``candidate_cap`` candidates scored, ``capped`` when more came.
+        :class:`ScoredCandidates`: at most ``cap`` candidates scored, ``capped`` when more came.
     """
     cfg = options.scoring
-    capped = len(cands) > cfg.candidate_cap
+    cap = cfg.candidate_cap if cap is None else cap
+    capped = len(cands) > cap
     out: list[ScoredCandidate] = []
-    for cand in cands[: cfg.candidate_cap]:  # same-source ones were left out by the lookup
+    for cand in cands[:cap]:  # same-source ones were left out by the lookup
         if record_id is None:
             a, b = cand.record_id, ""
             da, db = cand.document, doc
