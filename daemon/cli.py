@@ -188,8 +188,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         if not args.pairs:
             raise ConfigError("--pairs", "give the true-pairs CSV with --pairs when --records is used")
         mapping = parse_mapping(args.map) or {"title": "title", "body": "body", "price": "price"}
+        if len(args.delimiter) != 1:
+            raise ConfigError("--delimiter", f"must be one character, got {args.delimiter!r}")
         ds = load_labelled(args.records, args.pairs, mapping=mapping, id_column=args.id, encoding=args.encoding,
-                           source_column=args.source_column)
+                           source_column=args.source_column, delimiter=args.delimiter)
     else:
         data = default_data_dir()
         if data is None or not (data / "abt-buy").is_dir():
@@ -395,6 +397,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--map", help="role=column list, e.g. title=name,body=description,price=price")
     ev.add_argument("--id", default="id", help="id column (default id)")
     ev.add_argument("--encoding", default="utf-8", help="CSV encoding (e.g. cp1252)")
+    ev.add_argument("--delimiter", default=",", help="CSV field separator of the records and pairs files "
+                                                     "(default ','; DBLP-ACM uses '%%')")
     ev.add_argument("--source-column", help="column naming each record's source/feed, or @file for the file name; "
                                             "adds cross-source figures and assumes each source lists an item once")
     ev.add_argument("--out", metavar="DIR", help="write links.csv, false_positives.csv, false_negatives.csv")

@@ -53,15 +53,20 @@ PRODUCT_PROFILE: dict[str, Any] = PROFILES["products"]
 
 
 def load_labelled(records: list[str], pairs: str, *, mapping: dict[str, str], id_column: str, encoding: str,
-                  source_column: str | None) -> Dataset:
+                  source_column: str | None, delimiter: str = ",") -> Dataset:
     """Read one or more records CSVs and a true-pairs CSV into a :class:`Dataset`.
 
-    ``source_column`` ``"@file"`` takes each file's stem as the source (e.g. Abt / Buy).
+    ``source_column`` ``"@file"`` takes each file's stem as the source (e.g. Abt / Buy). Ids must be
+    unique within a file. When two files use the same ids (each numbered from 0, as DBLP-ACM's
+    are), keys become ``<file stem>:<id>`` and the pairs CSV's first column names ids of the first
+    file, its second column ids of the second (which needs exactly two files).
 
     Raises:
-        ConfigError: a named column is missing (key ``--id`` / ``--map`` / ``--source-column``).
+        ConfigError: naming the file, line and column: a named column is missing (key ``--id`` /
+            ``--map`` / ``--source-column``), an empty or repeated id, bytes invalid in ``encoding``,
+            a BOM with a non-UTF-8 encoding; or ids shared by more than two files.
     """
-    recs: list[Record] = []
+    per_file: list[list[Record]] = []
     for path in records:
         m = dict(mapping)
         extra: dict[str, Any] = {}
@@ -69,13 +74,32 @@ def load_labelled(records: list[str], pairs: str, *, mapping: dict[str, str], id
             extra["source"] = Path(path).stem
         elif source_column:
             m["source"] = source_column
-        recs += read_records_csv(Path(path), mapping=m, id_column=id_column, encoding=encoding, extra=extra)
-    keys = [r.key for r in recs]
+        try:
+            per_file.append(read_records_csv(Path(path), mapping=m, id_column=id_column, encoding=encoding,
+                                             extra=extra, delimiter=delimiter, strict=True))
+        except ConfigError as e:
+            if source_column and source_column != "@file" and e.key == "--map" and repr(source_column) in e.message:
+                raise ConfigError("--source-column", e.message) from None
+            raise
+    keys = [r.key for part in per_file for r in part]
+    prefixes = ("", "")
     if len(set(keys)) != len(keys):
-        dup = next(k for k, n in Counter(keys).items() if n > 1)
-        raise ConfigError("--id", f"id {dup!r} occurs more than once across the records files")
-    present = set(keys)
-    truth = {p for p in read_pairs_csv(Path(pairs), encoding=encoding) if p[0] in present and p[1] in present}
+        if len(per_file) != 2:
+            dup = next(k for k, n in Counter(keys).items() if n > 1)
+            raise ConfigError("--records", f"id {dup!r} occurs in more than one records file; files that share ids "
+                                           "are only supported two at a time (the pairs CSV's columns then follow "
+                                           "the files' order)")
+        stems = [Path(p).stem for p in records]
+        if stems[0] == stems[1]:
+            stems = [f"{stems[0]}#1", f"{stems[1]}#2"]
+        prefixes = (f"{stems[0]}:", f"{stems[1]}:")
+        for part, prefix in zip(per_file, prefixes, strict=True):
+            for r in part:
+                r.key = prefix + r.key
+    recs = [r for part in per_file for r in part]
+    present = {r.key for r in recs}
+    truth = {p for p in read_pairs_csv(Path(pairs), encoding=encoding, prefixes=prefixes, delimiter=delimiter)
+             if p[0] in present and p[1] in present}
     return Dataset(Path(records[0]).stem, recs, truth)
 
 
