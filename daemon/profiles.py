@@ -14,6 +14,8 @@ settings, so what ``evaluate`` measures is what ``nearsync dedup`` does.
   candidates are looked for across the whole table (``global`` scope); each shop writes its own
   description and sets its own price, so the body and a *small* price difference are positive
   evidence only (a shared description raises the score, a different one does not lower it).
+  Every model number of a listing counts (``title_first`` off): shops title a product with their
+  own codes and name the maker's in the description.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ PROFILES: dict[str, dict[str, dict[str, Any]]] = {
         "signatures": {"super": {"rules": [["model"], ["title"]], "title_tokens": 4}},
         "dedup": {"scope": "global", "candidate_cap": 50,
                   "fields": {"models": {"metric": "exact", "weight": 4.0, "partial": 0.9, "ignore_quantities": True,
-                                        "common_prefix": False},
+                                        "common_prefix": False, "title_first": False},
                              "body": {"metric": "jaccard", "weight": 1.0, "evidence": "positive"},
                              "price": {"metric": "price", "weight": 1.0, "tolerance": 0.3, "evidence": "positive"}}},
     },

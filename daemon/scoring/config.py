@@ -46,14 +46,20 @@ METRIC_PARAMS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
         # partial: similarity given when one value is a prefix of another of >= partial_min_len
         # characters (e.g. "FS105" / "FS105NA"), 0 disables; negative: disjoint -> 0 (else None).
         # ignore_quantities: drop "1080p", "120hz"-like values (see metrics.is_quantity).
+        # title_first: when both titles carry model numbers, compare those alone (a body may name
+        # compatible products; the title names the one for sale).
         "exact": MappingProxyType(
             {"partial": 0.0, "partial_min_len": 4, "negative": True, "ignore_quantities": False,
-             "common_prefix": True}
+             "common_prefix": True, "title_first": False}
         ),
         # Relative price difference |a-b| / max(a, b): 1 when equal, 0 at `tolerance` and beyond.
         "price": MappingProxyType({"tolerance": 0.3}),
         # Haversine distance between (lat_key, lon_key): 1 at 0 m, 0 at `radius_m` and beyond.
         "geo": MappingProxyType({"radius_m": 2000.0, "lat_key": "lat", "lon_key": "lon"}),
+        # Evidence against only (0 or no evidence): the titles' numbers conflict (metrics.numbers_conflict).
+        "numbers": MappingProxyType({}),
+        # Evidence against only: the prices differ by `gap` or more (relative; metrics.price_conflict).
+        "price_gap": MappingProxyType({"gap": 0.5}),
     }
 )
 
@@ -63,13 +69,29 @@ EVIDENCE = ("both", "positive")
 
 #: Default fields, tuned by reasoning for classified ads and product listings (see module docs
 #: of :mod:`daemon.scoring.combine`): the model number is the strongest evidence, then the title.
+#:
+#: Evidence against a match, with its stated weight (a conflict enters the weighted mean as a
+#: similarity of 0 at that weight and, with ``strong_negative_cap``, forbids auto-rejection):
+#:
+#: * ``models`` (4.0): both titles name model numbers and none is shared or a prefix of another
+#:   (``FS105`` / ``FS105NA`` is one product, ``CSIA4BK`` / ``CSIA4C`` two colours, ``MB565LL``
+#:   / ``MB913LL`` two products); the titles' own model numbers are compared when both have some
+#:   (``title_first``), since a body may name compatible products;
+#: * ``numbers`` (2.0): the titles' sizes, capacities or versions conflict (``40'`` / ``46'``,
+#:   ``120GB`` / ``16GB``, ``Passport 8500`` / ``9500ci``): a product line's other item;
+#: * ``price_gap`` (2.0): one price at most half the other: not the same item at the same terms.
+#:
+#: With title 0.95 and body 0.5 alike, one such conflict takes a pair from 84 to about 56 (not
+#: flagged); a conflict-free pair is unaffected.
 DEFAULT_FIELDS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
     {
         "title": {"metric": "token_set", "weight": 3.0},
         "models": {
             "metric": "exact", "weight": 4.0, "partial": 0.9, "partial_min_len": 4,
-            "ignore_quantities": True,
+            "ignore_quantities": True, "common_prefix": False, "title_first": True,
         },
+        "numbers": {"metric": "numbers", "weight": 2.0},
+        "price_gap": {"metric": "price_gap", "weight": 2.0, "gap": 0.5},
         "body": {"metric": "jaccard", "weight": 1.0},
         "phones": {"metric": "exact", "weight": 1.5},
         "emails": {"metric": "exact", "weight": 1.5},
@@ -285,7 +307,9 @@ def _parse_field(name: str, entry: Mapping[str, Any], prefix: str) -> FieldSpec:
             value = _number(entry, pname, pdefault, prefix, lo=0.0, hi=1.0)
         elif pname == "partial_min_len":
             value = _integer(entry, pname, pdefault, prefix, lo=1)
-        elif pname in ("negative", "ignore_quantities"):
+        elif pname == "gap":
+            value = _number(entry, pname, pdefault, prefix, lo=0.0, hi=1.0, lo_open=True)
+        elif pname in ("negative", "ignore_quantities", "common_prefix", "title_first"):
             if not isinstance(value, bool):
                 raise ConfigError(key, f"must be a boolean, got {value!r}")
         elif pname in ("tolerance", "radius_m"):
