@@ -38,22 +38,28 @@ def test_evaluate_any_labelled_csv(tmp_path: Path, capsys: pytest.CaptureFixture
     out = tmp_path / "out"
     code = main(["evaluate", "--records", str(rec), "--pairs", str(pp), "--id", "ref", "--encoding", "latin-1",
                  "--map", "title=headline,body=text,price=cost,user=seller", "--config", str(cfg),
-                 "--profile", "products", "--out", str(out), "--json-only"])
+                 "--out", str(out), "--json-only"])
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     assert report["records"] == 120 and report["true_pairs_given"] == len(pairs)
     union = report["duplicate_or_potential"]
-    assert union["recall"] >= 0.8 and union["precision"] >= 0.8  # reposts of generated ads are easy
+    # Generated reposts of reposts carry typos in their model numbers too, so one ad's copies form
+    # two groups of confirmed duplicates linked at ~88 (< 90): they are not merged through such
+    # potential-level links (issue 17), which halves the pairs inside clusters; every record is
+    # still flagged against a true original (record -> original below).
+    assert union["precision"] >= 0.95 and union["recall"] >= 0.5
     assert report["candidate_pairs_examined"] > 0 and report["wall_time_s"] > 0
-    # the products profile with the file's scope on top, as `nearsync dedup --profile products` runs it
-    assert report["profile"] == "products" and report["settings"]["dedup"]["scope"] == "user"
-    assert report["settings"]["dedup"]["fields"]["price"]["evidence"] == "positive"
-    assert report["settings"]["signatures"]["super_rules"] == [["model"], ["title"]]
+    # the daemon's defaults, as `nearsync dedup` runs them: user scope, since user is mapped
+    assert report["profile"] == "classified" and report["settings"]["dedup"]["scope"] == "user"
+    assert report["settings"]["dedup"]["fields"]["price"]["evidence"] == "both"
+    assert report["settings"]["signatures"]["super_rules"] == [["title", "geo"], ["model", "category"]]
+    assert report["settings"]["dedup"]["exhaustive_below"] == 200
+    assert report["candidates"]["candidate_recall"] == 1.0  # every user's ads compared exhaustively
+    rto = report["record_to_original"]["duplicate_or_potential"]
+    assert rto["recall"] >= 0.85 and rto["precision"] >= 0.95
     cands = report["candidates"]
     assert 0 < cands["candidate_recall"] <= 1 and cands["per_record"] > 0
     assert cands["true_pairs_compared"] <= report["true_pairs_closure"]
-    # a pair is only predicted when it was compared or joined through compared ones
-    assert union["recall"] <= cands["candidate_recall"] or report["clusters"]["largest"] > 2
     assert set(report["record_to_original"]) == {"duplicate", "duplicate_or_potential"}
     assert set(report["baselines"]) >= {"minhash_lsh_tuned", "simhash_hamming_le_3", "levenshtein_title_ge_0.8"}
     assert "cross_source" not in report

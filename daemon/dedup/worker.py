@@ -12,8 +12,10 @@ record there, in its acknowledging transaction):
    the score does not depend on which side was processed);
 4. in one transaction under a per-table advisory lock, the record's links (pairs scoring at least
    ``potential_threshold``) are replaced, and the connected component(s) around it — old and new —
-   are re-clustered (:func:`daemon.dedup.clusters.build_clusters`: union-find, Leiden split of large or
-   sparse components). Every non-original member gets a flag pointing at its cluster's original
+   are re-clustered (:func:`daemon.dedup.clusters.average_link_clusters`: a record joins a group only
+   when its mean score to the whole group reaches the potential threshold; or, with
+   ``cluster.method = "leiden"``, :func:`~daemon.dedup.clusters.build_clusters`). Every non-original
+   member gets a flag pointing at its cluster's original
    (earliest ``created_at``, then id); members no longer linked lose theirs.
 
 Links depend only on the two records, so the final links, clusters and flags do not depend on the
@@ -33,7 +35,7 @@ import psycopg
 from daemon.db import jsoncodec
 from daemon.backends.base import Candidate, CandidateQuery, IndexBackend, IndexDocument
 from daemon.dedup.ids import canonical, record_id_key
-from daemon.dedup.clusters import build_clusters, respect_cannot_links
+from daemon.dedup.clusters import average_link_clusters, build_clusters, respect_cannot_links
 from daemon.dedup.settings import DedupOptions
 from daemon.logs import get_logger
 from daemon.capture.loop import BatchResult
@@ -524,9 +526,24 @@ class DedupHandler:
                                            lambda r: order_key(r, docs.get(r)))
         decided = await self._decisions_among(conn, ends, docs) if links else {}
         links = self._without_dismissed_joins(links, decided.get("not_duplicate", set()))
-        clusters = build_clusters([(x.a, x.b, x.score) for x in links], lambda r: order_key(r, docs.get(r)),
-                                  max_size=cfg.cluster.max_size, min_density=cfg.cluster.min_density,
-                                  resolution=cfg.cluster.resolution, seed=cfg.cluster.seed)
+        order = lambda r: order_key(r, docs.get(r))  # noqa: E731
+        if cfg.cluster.method == "average":
+            dismissed = decided.get("not_duplicate", set())
+
+            def pair_score(a: str, b: str) -> float:
+                """A pair without a link: its score from the documents (0 when dismissed or gone)."""
+                x, y = canonical(a, b)
+                if (x, y) in dismissed or x not in docs or y not in docs:
+                    return 0.0
+                return self._score_link(x, y, docs[x], docs[y]).score
+
+            clusters = average_link_clusters([(x.a, x.b, x.score) for x in links], order, pair_score,
+                                             threshold=cfg.potential_threshold,
+                                             strict_threshold=cfg.duplicate_threshold, max_size=cfg.cluster.max_size)
+        else:
+            clusters = build_clusters([(x.a, x.b, x.score) for x in links], order,
+                                      max_size=cfg.cluster.max_size, min_density=cfg.cluster.min_density,
+                                      resolution=cfg.cluster.resolution, seed=cfg.cluster.seed)
         by_pair = {(x.a, x.b): x for x in links}
         adjacent: dict[str, list[Link]] = defaultdict(list)
         for x in links:

@@ -293,9 +293,9 @@ def evaluate(ds: Dataset, *, profile: str = DEFAULT_PROFILE, config: dict[str, A
         core = [m for m in members if m not in raw["flags"] or raw["flags"][m]["flag"] == "duplicate"]
         dup_groups.append(core)
     pred_dup = _pairs_of_groups(dup_groups)
-    to_orig_all = {tuple(sorted((k, f["original"]))) for k, f in raw["flags"].items() if f["original"]}
-    to_orig_dup = {tuple(sorted((k, f["original"]))) for k, f in raw["flags"].items()
-                   if f["original"] and f["flag"] == "duplicate"}
+    position = {r.key: i for i, r in enumerate(ds.records)}
+    to_orig_all = {k: f["original"] for k, f in raw["flags"].items() if f["original"]}
+    to_orig_dup = {k: o for k, o in to_orig_all.items() if raw["flags"][k]["flag"] == "duplicate"}
     pred_cluster = {k: cid for cid, members in raw["clusters"].items() for k in members}
     true_cluster = {k: f"t{label}" for k, label in clusters_from_pairs(truth).items()}
     all_keys = [r.key for r in ds.records]
@@ -309,7 +309,8 @@ def evaluate(ds: Dataset, *, profile: str = DEFAULT_PROFILE, config: dict[str, A
         "settings": effective,
         "duplicate": _prf(pred_dup, truth),
         "duplicate_or_potential": _prf(pred_all, truth),
-        "record_to_original": {"duplicate": _prf(to_orig_dup, truth), "duplicate_or_potential": _prf(to_orig_all, truth)},
+        "record_to_original": {"duplicate": _flag_prf(to_orig_dup, truth, position),
+                               "duplicate_or_potential": _flag_prf(to_orig_all, truth, position)},
         "candidates": _candidates(compared, truth, raw["candidates_per_record"]),
         "clusters": {"count": len(groups), "bcubed_precision": round(b3.precision, 4),
                      "bcubed_recall": round(b3.recall, 4), "bcubed_f1": round(b3.f1, 4),
@@ -326,8 +327,8 @@ def evaluate(ds: Dataset, *, profile: str = DEFAULT_PROFILE, config: dict[str, A
         report["cross_source"] = {"duplicate": _prf(_cross(pred_dup, source), tx),
                                   "duplicate_or_potential": _prf(_cross(pred_all, source), tx),
                                   "record_to_original": {
-                                      "duplicate": _prf(_cross(to_orig_dup, source), tx),
-                                      "duplicate_or_potential": _prf(_cross(to_orig_all, source), tx)},
+                                      "duplicate": _flag_prf(to_orig_dup, tx, position),
+                                      "duplicate_or_potential": _flag_prf(to_orig_all, tx, position)},
                                   "candidates": _candidates(_cross(compared, source), tx,
                                                             raw["candidates_per_record"])}
     if baselines:
@@ -341,6 +342,22 @@ def evaluate(ds: Dataset, *, profile: str = DEFAULT_PROFILE, config: dict[str, A
         report["out"] = str(out_dir)
     report["_examples"] = _examples(ds, raw, truth)
     return report
+
+
+def _flag_prf(flags: dict[str, str], truth: set[tuple[str, str]], position: dict[str, int]) -> dict[str, Any]:
+    """Record -> original figures (what a moderator sees): a flag is right when its record and the
+    original it names are a true pair; precision = right flags / flags, recall = right flags /
+    records that have an earlier true duplicate (load order is creation order), so a record of a
+    true group of three counts once, whichever earlier member its flag names."""
+    earlier: dict[str, int] = {}
+    for a, b in truth:
+        later = a if position.get(a, -1) > position.get(b, -1) else b
+        earlier[later] = 1
+    right = sum(1 for k, o in flags.items() if tuple(sorted((k, o))) in truth)
+    p = right / len(flags) if flags else 1.0
+    r = right / len(earlier) if earlier else 1.0
+    return {"precision": round(p, 4), "recall": round(r, 4), "f1": round(2 * p * r / (p + r), 4) if p + r else 0.0,
+            "flags": len(flags), "records_with_an_earlier_duplicate": len(earlier)}
 
 
 def _candidates(compared: set[tuple[str, str]], truth: set[tuple[str, str]], per_record: float) -> dict[str, Any]:

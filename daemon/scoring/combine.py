@@ -98,16 +98,19 @@ def field_similarity(
     if spec.metric == "exact":
         a = a_sig[name] if isinstance(a_sig.get(name), list) else a_fields.get(name)
         b = b_sig[name] if isinstance(b_sig.get(name), list) else b_fields.get(name)
+        kw = {"partial": p["partial"], "partial_min_len": p["partial_min_len"], "negative": p["negative"],
+              "ignore_quantities": p["ignore_quantities"], "common_prefix": p["common_prefix"]}
         if p["title_first"]:
             ta, tb = a_fields.get("title"), b_fields.get("title")
             if ta and tb:
                 ma, mb = m.title_models(str(ta)), m.title_models(str(tb))
                 if ma and mb:
-                    a, b = ma, mb
-        return m.exact_similarity(
-            a, b, partial=p["partial"], partial_min_len=p["partial_min_len"], negative=p["negative"],
-            ignore_quantities=p["ignore_quantities"], common_prefix=p["common_prefix"],
-        )
+                    sim = m.exact_similarity(ma, mb, **kw)
+                    if sim == 0.0:  # unless one title's model is named anywhere in the other record
+                        cross = [m.exact_similarity(ma, b, **kw), m.exact_similarity(a, mb, **kw)]
+                        sim = max([sim, *(x for x in cross if x is not None)])
+                    return sim
+        return m.exact_similarity(a, b, **kw)
     if spec.metric == "price":
         return m.price_similarity(a_fields.get(name), b_fields.get(name), p["tolerance"])
     if spec.metric == "geo":

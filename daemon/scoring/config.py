@@ -16,7 +16,7 @@ Settings shape (all optional; ``ScoringConfig.from_mapping({})`` gives the defau
         title: {metric: token_set, weight: 3}
         price: {metric: price, weight: 1, tolerance: 0.3}
         body: {metric: jaccard, weight: 1, evidence: positive}   # counts only when it raises the score
-      cluster: {max_size: 50, min_density: 0.3, resolution: 1.0, seed: 42}
+      cluster: {method: average, max_size: 50, min_density: 0.3, resolution: 1.0, seed: 42}
 """
 
 from __future__ import annotations
@@ -46,8 +46,9 @@ METRIC_PARAMS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
         # partial: similarity given when one value is a prefix of another of >= partial_min_len
         # characters (e.g. "FS105" / "FS105NA"), 0 disables; negative: disjoint -> 0 (else None).
         # ignore_quantities: drop "1080p", "120hz"-like values (see metrics.is_quantity).
-        # title_first: when both titles carry model numbers, compare those alone (a body may name
-        # compatible products; the title names the one for sale).
+        # title_first: when both titles carry model numbers, compare those (a body may name
+        # compatible products; the title names the one for sale); titles that disagree still match
+        # when one title's model number is named anywhere in the other record (a typo in a title).
         "exact": MappingProxyType(
             {"partial": 0.0, "partial_min_len": 4, "negative": True, "ignore_quantities": False,
              "common_prefix": True, "title_first": False}
@@ -64,6 +65,8 @@ METRIC_PARAMS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
 )
 
 SCOPES = ("user", "group", "category", "global")
+CLUSTER_METHODS = ("average", "leiden")
+"""Values of ``cluster.method`` (see :class:`ClusterConfig`)."""
 EVIDENCE = ("both", "positive")
 """Values of a field's ``evidence`` setting (see :class:`FieldSpec`)."""
 
@@ -76,7 +79,8 @@ EVIDENCE = ("both", "positive")
 #: * ``models`` (4.0): both titles name model numbers and none is shared or a prefix of another
 #:   (``FS105`` / ``FS105NA`` is one product, ``CSIA4BK`` / ``CSIA4C`` two colours, ``MB565LL``
 #:   / ``MB913LL`` two products); the titles' own model numbers are compared when both have some
-#:   (``title_first``), since a body may name compatible products;
+#:   (``title_first``), since a body may name compatible products, unless one title's model number
+#:   is named anywhere in the other record;
 #: * ``numbers`` (2.0): the titles' sizes, capacities or versions conflict (``40'`` / ``46'``,
 #:   ``120GB`` / ``16GB``, ``Passport 8500`` / ``9500ci``): a product line's other item;
 #: * ``price_gap`` (2.0): one price at most half the other: not the same item at the same terms.
@@ -134,12 +138,17 @@ class ClusterConfig:
             (0-1).
         resolution: Leiden resolution parameter (> 0; higher gives smaller communities).
         seed: random seed of the community detection (deterministic output).
+        method: ``"average"`` (default): average-link clustering stopped at the potential
+            threshold, so records do not chain (:func:`daemon.dedup.clusters.average_link_clusters`;
+            ``max_size`` bounds a cluster, the other keys are unused); ``"leiden"``: union-find
+            components split by Leiden when larger than ``max_size`` or sparser than ``min_density``.
     """
 
     max_size: int = 50
     min_density: float = 0.3
     resolution: float = 1.0
     seed: int = 42
+    method: str = "average"
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,8 +334,12 @@ def _parse_cluster(raw: Any, prefix: str) -> ClusterConfig:
     if raw is None:
         return ClusterConfig()
     _require_mapping(raw, prefix)
-    _reject_unknown(raw, {"max_size", "min_density", "resolution", "seed"}, prefix)
+    _reject_unknown(raw, {"max_size", "min_density", "resolution", "seed", "method"}, prefix)
+    method = raw.get("method", "average")
+    if method not in CLUSTER_METHODS:
+        raise ConfigError(f"{prefix}.method", f"must be one of {', '.join(CLUSTER_METHODS)}, got {method!r}")
     return ClusterConfig(
+        method=method,
         max_size=_integer(raw, "max_size", 50, prefix, lo=2),
         min_density=_number(raw, "min_density", 0.3, prefix, lo=0.0, hi=1.0),
         resolution=_number(raw, "resolution", 1.0, prefix, lo=0.0, lo_open=True),
