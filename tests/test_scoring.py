@@ -310,3 +310,23 @@ def test_evidence_against_a_match_numbers_models_and_price_gap() -> None:
     nano = {"title": "Apple iPod Nano - MB913LLA", "body": "Works with dock MA300G"}
     assert _pair(ipod, nano).reasons["models"]["similarity"] == 0
     assert m.price_conflict(100, 49) == 0.0 and m.price_conflict(100, 51) is None and m.price_conflict(None, 5) is None
+
+
+def test_colours_and_title_codes_tell_a_line_s_items_apart() -> None:
+    black = {"title": "Flip Video F360 Black Mino Series Camcorder - F360B"}
+    white = {"title": "Flip Video F360 White Mino Series Camcorder - F360W"}
+    ps = _pair(black, white)
+    assert ps.reasons["colours"]["similarity"] == 0 and "different colour (black / white)" in ps.summary(6)
+    assert decide(ps.score, CFG) is None
+    assert m.colours_conflict("Sony Cyber-Shot Graphite Black Camera", "Sony Cyber-Shot Black Camera") is None
+    assert m.colours_conflict("Nintendo DS Lite Cobalt/Black Portable Gaming System",
+                              "Nintendo DS Lite Crimson/Black Portable Gaming System") == 0.0
+    assert m.colours_conflict("Black leather sofa", "Red bicycle with basket") is None  # not otherwise equal
+    # a spec string shared by both titles does not hide two model numbers; a catalogue number counts
+    a = {"title": "Pioneer Premier In-Dash CD/WMA/MP3/AAC Receiver - DEHP500UB"}
+    b = {"title": "Pioneer Premier In-Dash CD/WMA/MP3/AAC Receiver - DEHP400UB"}
+    assert _pair(a, b).reasons["models"]["similarity"] == 0
+    assert m.title_models("Weber Genesis S320 LP Grill - 3780001") >= {"3780001"}
+    assert m.codes_conflict(frozenset({"3780001"}), frozenset({"3880001"}), [], [])
+    # a typo in one title's code, the right code in the other's body: no conflict
+    assert not m.codes_conflict(frozenset({"de5x58784"}), frozenset({"de55x8784"}), ["de5x58784"], ["de55x8784", "de5x58784"])

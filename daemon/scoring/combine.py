@@ -21,7 +21,7 @@ from daemon.scoring import metrics as m
 from daemon.scoring.config import FieldSpec, ScoringConfig
 
 _TEXT_METRICS = ("jaro_winkler", "levenshtein", "token_set")
-_NEGATIVE_METRICS = ("exact", "numbers", "price_gap")
+_NEGATIVE_METRICS = ("exact", "numbers", "colours", "price_gap")
 """Metrics whose 0 is evidence against a match: with ``strong_negative_cap`` it forbids auto-rejection."""
 _LABELS = {"models": "model number", "phones": "phone", "emails": "e-mail", "body": "text"}
 
@@ -105,8 +105,10 @@ def field_similarity(
             if ta and tb:
                 ma, mb = m.title_models(str(ta)), m.title_models(str(tb))
                 if ma and mb:
+                    if m.codes_conflict(ma, mb, a, b, p["partial_min_len"]):
+                        return 0.0 if p["negative"] else None
                     sim = m.exact_similarity(ma, mb, **kw)
-                    if sim == 0.0:  # unless one title's model is named anywhere in the other record
+                    if sim == 0.0:  # one title's model is named elsewhere in the other record
                         cross = [m.exact_similarity(ma, b, **kw), m.exact_similarity(a, mb, **kw)]
                         sim = max([sim, *(x for x in cross if x is not None)])
                     return sim
@@ -117,9 +119,16 @@ def field_similarity(
         return m.geo_similarity(a_fields, b_fields, p["radius_m"], p["lat_key"], p["lon_key"])
     if spec.metric == "numbers":
         return m.numbers_conflict(a_fields.get("title"), b_fields.get("title"))
+    if spec.metric == "colours":
+        return m.colours_conflict(a_fields.get("title"), b_fields.get("title"))
     if spec.metric == "price_gap":
         return m.price_conflict(a_fields.get("price"), b_fields.get("price"), p["gap"])
     raise ValueError(f"unknown metric {spec.metric!r}")
+
+
+def _title_words(fields: Mapping[str, Any]) -> frozenset[str]:
+    """The words (without digits) of a record's title, as :func:`metrics.colours_conflict` sees them."""
+    return m._title_parts(str(fields.get("title") or ""))[1]
 
 
 def _detail(spec: FieldSpec, sim: float, a_fields: Mapping[str, Any], b_fields: Mapping[str, Any]) -> str:
@@ -127,6 +136,10 @@ def _detail(spec: FieldSpec, sim: float, a_fields: Mapping[str, Any], b_fields: 
     if spec.metric == "numbers":
         na, nb = m.title_numbers(str(a_fields["title"])), m.title_numbers(str(b_fields["title"]))
         return f"different numbers ({' '.join(sorted(na - nb)[:2])} / {' '.join(sorted(nb - na)[:2])})"
+    if spec.metric == "colours":
+        ca = m.COLOURS & _title_words(a_fields)
+        cb = m.COLOURS & _title_words(b_fields)
+        return f"different colour ({' '.join(sorted(ca - cb)[:2])} / {' '.join(sorted(cb - ca)[:2])})"
     if spec.metric == "price_gap":
         a, b = float(a_fields["price"]), float(b_fields["price"])
         return f"price gap {max(a, b) / min(a, b):.1f}x" if min(a, b) > 0 else "price gap"

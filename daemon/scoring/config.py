@@ -59,6 +59,8 @@ METRIC_PARAMS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
         "geo": MappingProxyType({"radius_m": 2000.0, "lat_key": "lat", "lon_key": "lon"}),
         # Evidence against only (0 or no evidence): the titles' numbers conflict (metrics.numbers_conflict).
         "numbers": MappingProxyType({}),
+        # Evidence against only: the titles name different colours (metrics.colours_conflict).
+        "colours": MappingProxyType({}),
         # Evidence against only: the prices differ by `gap` or more (relative; metrics.price_conflict).
         "price_gap": MappingProxyType({"gap": 0.5}),
     }
@@ -76,13 +78,16 @@ EVIDENCE = ("both", "positive")
 #: Evidence against a match, with its stated weight (a conflict enters the weighted mean as a
 #: similarity of 0 at that weight and, with ``strong_negative_cap``, forbids auto-rejection):
 #:
-#: * ``models`` (4.0): both titles name model numbers and none is shared or a prefix of another
+#: * ``models`` (4.0): both titles name model numbers (or all-digit catalogue numbers) and each
+#:   has one the other lacks, neither equal nor a prefix variant
 #:   (``FS105`` / ``FS105NA`` is one product, ``CSIA4BK`` / ``CSIA4C`` two colours, ``MB565LL``
 #:   / ``MB913LL`` two products); the titles' own model numbers are compared when both have some
 #:   (``title_first``), since a body may name compatible products, unless one title's model number
 #:   is named anywhere in the other record;
 #: * ``numbers`` (2.0): the titles' sizes, capacities or versions conflict (``40'`` / ``46'``,
 #:   ``120GB`` / ``16GB``, ``Passport 8500`` / ``9500ci``): a product line's other item;
+#: * ``colours`` (3.0): otherwise equal titles name different colours (``Black`` / ``Red``): a
+#:   colour is part of the item, nearly as telling as a model number;
 #: * ``price_gap`` (2.0): one price at most half the other: not the same item at the same terms.
 #:
 #: With title 0.95 and body 0.5 alike, one such conflict takes a pair from 84 to about 56 (not
@@ -95,6 +100,7 @@ DEFAULT_FIELDS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
             "ignore_quantities": True, "common_prefix": False, "title_first": True,
         },
         "numbers": {"metric": "numbers", "weight": 2.0},
+        "colours": {"metric": "colours", "weight": 3.0},
         "price_gap": {"metric": "price_gap", "weight": 2.0, "gap": 0.5},
         "body": {"metric": "jaccard", "weight": 1.0},
         "phones": {"metric": "exact", "weight": 1.5},

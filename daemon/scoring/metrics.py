@@ -276,7 +276,7 @@ _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 MAX_NUMBER_DIGITS = 4
 """Longer digit runs (part numbers, UPCs, phone numbers) are identifiers, not sizes or versions."""
-OTHERWISE_EQUAL = 0.8
+OTHERWISE_EQUAL = 0.75
 """Share of the shorter title's words (numbers aside) the longer one must hold for a number conflict
 to count: the titles are otherwise equal, as a seller's ads for two sizes of one line are, while
 two shops' titles of one product, worded apart, carry different specs (``Series 8`` / ``1080p``)."""
@@ -289,22 +289,87 @@ def _canonical_number(text: str) -> str:
     return text.lstrip("0") or "0"
 
 
+_DIGIT_CODE = re.compile(r"\d{5,12}")
+
+
 @lru_cache(maxsize=65_536)
 def title_models(title: str) -> frozenset[str]:
-    """Model numbers of a title alone (:func:`daemon.signatures.model_numbers` of the normalised
-    title): the product the listing is about, whereas a body may name compatible products too."""
-    return frozenset(model_numbers(normalise_text(title)))
+    """The codes of a title alone: its model numbers (:func:`daemon.signatures.model_numbers` of the
+    normalised title) and its all-digit catalogue numbers of 5 to 12 digits (``3780001``): the
+    product the listing is about, whereas a body may name compatible products too."""
+    norm = normalise_text(title)
+    codes = set(model_numbers(norm))
+    for w in words(norm):
+        joined = re.sub(r"[-./]", "", w)
+        if _DIGIT_CODE.fullmatch(joined):
+            codes.add(joined)
+    return frozenset(codes)
+
+
+def _matches(x: str, ys: Any, min_len: int) -> bool:
+    """``x`` equals one of ``ys`` or one is a prefix of the other (both >= ``min_len`` characters)."""
+    return any(x == y or (min(len(x), len(y)) >= min_len and (x.startswith(y) or y.startswith(x))) for y in ys)
+
+
+def codes_conflict(a_title_codes: frozenset[str], b_title_codes: frozenset[str], a_all: Any, b_all: Any,
+                   min_len: int = 4) -> bool:
+    """Whether two titles name different products by their codes (:func:`title_models`).
+
+    True when each title has a code the other title lacks (neither equal nor a prefix variant,
+    ``FS105`` / ``FS105NA``), so a shared spec string (``CD/WMA/MP3``) does not hide two models
+    (``DEHP500UB`` / ``DEHP400UB``); False when one title's unmatched code is named anywhere in the
+    other record (``a_all`` / ``b_all``: all its model numbers, body included: a typo in a title).
+    """
+    only_a = [x for x in a_title_codes if not _matches(x, b_title_codes, min_len)]
+    only_b = [y for y in b_title_codes if not _matches(y, a_title_codes, min_len)]
+    if not only_a or not only_b:
+        return False
+    b_set, a_set = _as_set(b_all), _as_set(a_all)
+    return not (any(_matches(x, b_set, min_len) for x in only_a) or any(_matches(y, a_set, min_len) for y in only_b))
+
+
+COLOURS = frozenset((
+    "black", "white", "silver", "grey", "gray", "red", "blue", "green", "pink", "purple", "yellow", "orange",
+    "brown", "gold", "beige", "cherry", "rose", "plum", "navy", "graphite", "titanium", "bronze", "cobalt",
+    "crimson", "ivory", "cream", "teal", "champagne", "bisque", "maroon", "turquoise", "lilac", "violet",
+    "noir", "blanc", "rouge", "bleu", "vert", "gris", "argent", "jaune", "marron",
+))
+"""Colour words (English, French) recognised in titles by :func:`colours_conflict`."""
+
+
+def colours_conflict(a: Any, b: Any) -> float | None:
+    """Evidence against a match from the colours named in two otherwise equal titles.
+
+    A colour is part of the item: a seller's black and red cases, a shop's white and black
+    dishwashers are two items. Each title naming a colour the other lacks (``Black`` / ``Red``,
+    ``Cobalt/Black`` / ``Crimson/Black``) in otherwise equal titles (:data:`OTHERWISE_EQUAL`, colours
+    aside) is evidence against; a colour named by one title only is none (``Graphite Black`` /
+    ``Black``, or no colour at all).
+
+    Returns:
+        0.0 on a conflict, else None.
+    """
+    if not a or not b:
+        return None
+    wa, wb = _title_parts(str(a))[1], _title_parts(str(b))[1]
+    ca, cb = wa & COLOURS, wb & COLOURS
+    if not ca or not cb or ca <= cb or cb <= ca:
+        return None
+    pa, pb = wa - COLOURS, wb - COLOURS
+    if not pa or not pb or len(pa & pb) < OTHERWISE_EQUAL * min(len(pa), len(pb)):
+        return None
+    return 0.0
 
 
 @lru_cache(maxsize=65_536)
 def _title_parts(title: str) -> tuple[frozenset[str], frozenset[str]]:
     """``(numbers, words)`` of a title: the numbers of :func:`title_numbers` and the set of its
-    other words (no digit in them)."""
+    other words (no digit in them; split at ``-./``, single letters left out)."""
     nums: set[str] = set()
     plain: set[str] = set()
     for w in words(normalise_text(_THOUSANDS.sub("", title))):
         if not any(c.isdigit() for c in w):
-            plain.add(w)
+            plain.update(x for x in re.split(r"[-./]", w) if len(x) > 1)
         elif not model_numbers(w):
             nums.update(_canonical_number(n) for n in _NUMBER.findall(w)
                         if len(n.split(".")[0]) <= MAX_NUMBER_DIGITS)
