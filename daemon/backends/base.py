@@ -126,12 +126,14 @@ class CandidateQuery:
     :meth:`IndexBackend.candidates`): the record's candidate ``keys``, its ``scope``, its own id
     (``exclude_id``, left out of the result; ``None`` for a document not in the database) and
     ``exclude_source`` (candidates whose ``source`` field equals it, as text, are left out before
-    the limit applies; ``None``: no such filter)."""
+    the limit applies; ``None``: no such filter); ``tokens``: the record's title tokens, read by
+    :meth:`IndexBackend.scope_members` only (empty: no filter)."""
 
     keys: Sequence[str]
     scope: Mapping[str, str]
     exclude_id: str | None = None
     exclude_source: str | None = None
+    tokens: Sequence[str] = ()
 
 
 class TransientIndexError(Exception):
@@ -217,7 +219,9 @@ class IndexBackend(Protocol):
         """Every document of each query's scope, for scopes of at most ``limit`` documents.
 
         The documents holding :data:`SCOPE_KEY` in the query's ``scope`` (``keys`` is ignored), less
-        ``exclude_id`` and those of source ``exclude_source``, in ``record_id`` order, each with
+        ``exclude_id``, those of source ``exclude_source`` and, when the query has ``tokens``, those
+        whose title tokens (``signature["tokens"]``) share none of them (a record whose title has no
+        word in common with another is no duplicate of it), in ``record_id`` order, each with
         ``matched`` 1; ``None`` for a query whose scope holds more than ``limit`` documents (its own
         included), found by counting at most ``limit + 1`` of them, so a large scope costs little.
 

@@ -263,7 +263,9 @@ class PostgresBackend:
                 await cur.execute(query("scope_members"), {
                     "table": table, "qids": Int4Array(list(range(len(queries)))), "keys": Int8Array(hashes),
                     "limit": limit, "exclude_ids": [q.exclude_id for q in queries],
-                    "exclude_sources": [q.exclude_source for q in queries]})
+                    "exclude_sources": [q.exclude_source for q in queries],
+                    "tok_qids": Int4Array([i for i, q in enumerate(queries) for _ in q.tokens]),
+                    "toks": [t for q in queries for t in q.tokens]})
                 rows = await cur.fetchall()
         except _TRANSIENT as e:
             raise TransientIndexError(str(e)) from e

@@ -318,8 +318,10 @@ class SearchBackend:
                 if len(hits) > limit:
                     continue
                 docs = [B.document_from_hit(h) for h in hits]
+                toks = set(q.tokens)
                 out[i] = sorted((Candidate(d.record_id, 1, d) for d in docs
                                  if d.record_id != q.exclude_id
+                                 and (not toks or not toks.isdisjoint(d.signature.get("tokens") or ()))
                                  and (q.exclude_source is None or str(d.fields.get("source")) != q.exclude_source
                                       or d.fields.get("source") is None)),
                                 key=lambda c: c.record_id)

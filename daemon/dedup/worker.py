@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextvars
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import psycopg
@@ -148,8 +148,10 @@ async def lookup_candidates(table: str, items: Sequence[tuple[str | None, IndexD
     """The candidates of several documents, and how many of them to score, in at most two lookups.
 
     * **exhaustive**: a document whose scope holds fewer than ``options.exhaustive_below``
-      documents (its own included) gets every other document of the scope
-      (:meth:`~daemon.backends.base.IndexBackend.scope_members`), all scored;
+      documents (its own included) gets every other document of the scope whose title shares a
+      word with its own (:meth:`~daemon.backends.base.IndexBackend.scope_members`; a title without
+      any word in common scores about 0 on the title, so such a pair cannot be flagged unless its
+      bodies or codes agree, and those share candidate keys), all scored;
     * **blocking**: the others get the records sharing at least ``options.min_match`` candidate
       keys within the scope, best first, ``candidate_cap`` of them scored (``candidate_cap + 1``
       are asked for, so that a hit cap shows).
@@ -168,7 +170,9 @@ async def lookup_candidates(table: str, items: Sequence[tuple[str | None, IndexD
     cap = options.scoring.candidate_cap
     out: list[tuple[list[Candidate], int] | None] = [None] * len(items)
     if options.exhaustive_below > 1:
-        members = await backend.scope_members(table, queries, limit=options.exhaustive_below - 1)
+        members = await backend.scope_members(
+            table, [replace(q, tokens=tuple(doc.signature.get("tokens") or ())) for q, (_, doc) in zip(queries, items)],
+            limit=options.exhaustive_below - 1)
         for i, found in enumerate(members):
             if found is not None:
                 out[i] = (found, len(found))
