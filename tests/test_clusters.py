@@ -139,3 +139,21 @@ def test_potential_links_do_not_merge_two_clusters_of_confirmed_duplicates() -> 
     clusters = average_link_clusters([(1, 2, 99.0), (2, 5, 80.0)], order, score, threshold=70, strict_threshold=90,
                                      max_size=2)
     assert [c.members for c in clusters] == [(1, 2)]
+
+
+def test_a_component_beyond_the_exact_limit_is_split_without_scoring_pairs() -> None:
+    from daemon.dedup.clusters import AVERAGE_LINK_EXACT_LIMIT, average_link_clusters
+
+    # a chain longer than the limit: average linkage would score every pair it weighs (each a full
+    # score_pair under the table lock); such a component is split by Leiden, scoring nothing
+    n = 100
+    assert n > AVERAGE_LINK_EXACT_LIMIT
+    score, calls = _scores({})
+    clusters = average_link_clusters([(i, i + 1, 95.0) for i in range(n - 1)], order, score,
+                                     threshold=70, strict_threshold=90, max_size=50)
+    assert calls == [] and clusters and all(len(c.members) <= 50 for c in clusters)
+    # a chain within the limit is clustered by average linkage, scoring the pairs it weighs
+    score, calls = _scores({})
+    small = average_link_clusters([(i, i + 1, 95.0) for i in range(10)], order, score, threshold=70,
+                                  strict_threshold=90)
+    assert calls and all(len(c.members) == 2 for c in small)

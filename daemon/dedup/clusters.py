@@ -235,9 +235,11 @@ def build_clusters(
     return clusters
 
 
-AVERAGE_LINK_EXACT_LIMIT = 200
-"""Components of more nodes are clustered by :func:`average_link_clusters` from their stored links
-alone (a pair without a link counts as 0), bounding the pairs scored to the links' number."""
+AVERAGE_LINK_EXACT_LIMIT = 60
+"""Components of more nodes are not clustered by average linkage (whose cost grows with the cube of
+a component's size, every merge re-averaging the groups' cross pairs) but split as
+:func:`build_clusters` does (Leiden, default density and resolution), so one re-clustering under
+the table lock stays bounded (DBLP-ACM in one table makes components of hundreds of "Editorial"s)."""
 
 
 def average_link_clusters(
@@ -266,8 +268,8 @@ def average_link_clusters(
             keeps its highest score.
         order_key: record id -> sortable creation key (mapping or callable); the earliest member of
             a cluster is its original.
-        score: ``score(a, b)`` -> 0-100 for a pair without a link; None (or a component larger than
-            :data:`AVERAGE_LINK_EXACT_LIMIT`): such pairs count as 0.
+        score: ``score(a, b)`` -> 0-100 for a pair without a link; None: such pairs count as 0.
+            A component larger than :data:`AVERAGE_LINK_EXACT_LIMIT` is split by Leiden instead.
         threshold, strict_threshold: the mean score (0-100) a merge needs (see above).
         max_size: largest cluster made (>= 2).
     Returns:
@@ -284,7 +286,16 @@ def average_link_clusters(
         uf.union(a, b)
     clusters: list[Cluster] = []
     for nodes in uf.components().values():
-        exact = score is not None and len(nodes) <= AVERAGE_LINK_EXACT_LIMIT
+        if len(nodes) > AVERAGE_LINK_EXACT_LIMIT:
+            nodes.sort(key=key)
+            members_of = set(nodes)
+            sub = {e: w for e, w in edges.items() if next(iter(e)) in members_of}
+            for part in _split(nodes, sub, max_size, 0.3, 1.0, 42):
+                if len(part) >= 2:
+                    ms = tuple(sorted(part, key=key))
+                    clusters.append(Cluster(id=cluster_id(ms[0]), original=ms[0], members=ms))
+            continue
+        exact = score is not None
         cache: dict[frozenset, float] = {}
 
         def pair(a: Hashable, b: Hashable) -> float:
