@@ -28,6 +28,7 @@ from daemon.config import (DEFAULT_CONCURRENCY, PLAIN_SYNC_CONCURRENCY, Settings
 from daemon.errors import ConfigError
 from daemon.logs import configure_logging
 from daemon.backends.base import TransientIndexError
+from daemon.profiles import PROFILES
 from daemon.db.throwaway import PgServerError
 from daemon.capture.source import SchemaError
 
@@ -64,7 +65,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         args.config, dsn=args.dsn, backend=getattr(args, "backend", None), mode=getattr(args, "mode", None),
         window_s=parse_duration("--window", args.window) if getattr(args, "window", None) else None,
         batch_size=getattr(args, "batch_size", None), concurrency=getattr(args, "concurrency", None),
-        metrics_port=getattr(args, "metrics_port", None)))
+        metrics_port=getattr(args, "metrics_port", None), profile=getattr(args, "profile", None)))
 
 
 def positive_int(text: str) -> int:
@@ -217,6 +218,7 @@ async def cmd_deadletter(args: argparse.Namespace) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from daemon.evaluation.datasets import abt_buy, default_data_dir, parse_mapping
     from daemon.evaluation.evaluate import evaluate, export_feedback, load_labelled
+    from daemon.profiles import DEFAULT_PROFILE, profile_name
 
     if args.feedback:
         if not args.dsn:
@@ -228,21 +230,35 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         if not args.pairs:
             raise ConfigError("--pairs", "give the true-pairs CSV with --pairs when --records is used")
         mapping = parse_mapping(args.map) or {"title": "title", "body": "body", "price": "price"}
+        if len(args.delimiter) != 1:
+            raise ConfigError("--delimiter", f"must be one character, got {args.delimiter!r}")
         ds = load_labelled(args.records, args.pairs, mapping=mapping, id_column=args.id, encoding=args.encoding,
-                           source_column=args.source_column)
+                           source_column=args.source_column, delimiter=args.delimiter)
     else:
         data = default_data_dir()
         if data is None or not (data / "abt-buy").is_dir():
             raise ConfigError("--records", "no --records given and ../shared/data/abt-buy not found")
         ds = abt_buy(data)
-    overrides: dict[str, Any] = {}
+        if args.profile is None:
+            args.profile = "products"  # the shipped set is two shops' product listings
+    config: dict[str, Any] = {}
     if args.config:
         import tomllib
         from pathlib import Path
 
-        loaded = tomllib.loads(Path(args.config).read_text())
-        overrides = {k: v for k, v in loaded.items() if k in ("signatures", "dedup")}
-    report = evaluate(ds, settings_overrides=overrides, dsn=args.dsn, backend=args.backend or "postgres",
+        try:
+            loaded = tomllib.loads(Path(args.config).read_text())
+        except OSError as e:
+            raise ConfigError("--config", f"cannot read {args.config}: {e.strerror or e}") from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError("--config", f"{args.config} is not valid TOML: {e}") from None
+        config = {k: v for k, v in loaded.items() if k in ("signatures", "dedup")}
+        config["dedup"] = dict(config.get("dedup") or {})
+        file_profile = config["dedup"].pop("profile", None)
+        if args.profile is None and file_profile is not None:
+            args.profile = file_profile
+    report = evaluate(ds, profile=profile_name(args.profile or DEFAULT_PROFILE, "--profile"), config=config,
+                      dsn=args.dsn, backend=args.backend or "postgres",
                       out_dir=args.out, baselines=not args.no_baselines, progress=not args.json_only)
     report.pop("_examples", None)
     print(json.dumps(report, indent=2, default=str))
@@ -330,6 +346,10 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--dsn", help="PostgreSQL DSN (default: $NEARSYNC_DSN or [database] dsn)")
     common.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     common.add_argument("--json", action="store_true", help="print results as JSON")
+    common.add_argument("--profile", choices=list(PROFILES),
+                        help="dedup profile the [signatures]/[dedup] settings start from ([dedup] profile; default "
+                             "classified: classified ads, one seller's reposts; products: listings from independent "
+                             "shops or feeds). Give the indexer (run, reindex), dedup and serve the same one")
 
     p = argparse.ArgumentParser(prog="nearsync", description=DESCRIPTION, epilog=_lsh_epilog(),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -416,10 +436,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     ev = sub.add_parser("evaluate", parents=[debug], help="precision/recall/F1 of the real pipeline on a labelled data set",
                         description="Load labelled records into a throwaway PostgreSQL, run the real indexing "
-                                    "daemon and dedup worker, and print JSON: pair precision/recall/F1 for "
-                                    "duplicate and duplicate+potential_duplicate, B-cubed and adjusted Rand index "
-                                    "of the clusters, candidate pairs examined, wall time, and three baselines "
-                                    "side by side. Without --records: the shipped Abt-Buy data set.",
+                                    "daemon and dedup worker with the settings nearsync dedup would use (the "
+                                    "--profile, then --config on top), and print JSON: the profile and every "
+                                    "effective setting; pair precision/recall/F1 for duplicate and "
+                                    "duplicate+potential_duplicate, counted as pairs inside clusters and as record -> "
+                                    "original (what a moderator sees); candidate recall (share of true pairs ever "
+                                    "compared) and candidates per record; B-cubed and adjusted Rand index of the "
+                                    "clusters; wall time; three baselines side by side. Without --records: the "
+                                    "shipped Abt-Buy data set (each shop a source; profile products unless "
+                                    "--profile says otherwise).",
                         epilog="Example: nearsync evaluate --records Abt.csv --records Buy.csv --pairs map.csv "
                                "--map title=name,body=description,price=price --encoding cp1252 "
                                "--source-column @file --out /tmp/eval",
@@ -429,10 +454,18 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--map", help="role=column list, e.g. title=name,body=description,price=price")
     ev.add_argument("--id", default="id", help="id column (default id)")
     ev.add_argument("--encoding", default="utf-8", help="CSV encoding (e.g. cp1252)")
+    ev.add_argument("--delimiter", default=",", help="CSV field separator of the records and pairs files "
+                                                     "(default ','; DBLP-ACM uses '%%')")
     ev.add_argument("--source-column", help="column naming each record's source/feed, or @file for the file name; "
                                             "adds cross-source figures and assumes each source lists an item once")
     ev.add_argument("--out", metavar="DIR", help="write links.csv, false_positives.csv, false_negatives.csv")
-    ev.add_argument("--config", metavar="FILE", help="TOML with [signatures] / [dedup] overrides")
+    ev.add_argument("--profile", choices=list(PROFILES), default=None,
+                    help="the dedup profile to measure (default: [dedup] profile of --config, else classified, the "
+                         "daemon's defaults: candidates within one user's ads when user is mapped); products: "
+                         "listings from independent shops (global scope, model-number keys, body and price as "
+                         "positive evidence)")
+    ev.add_argument("--config", metavar="FILE", help="TOML settings file; its [signatures] / [dedup] apply on top "
+                                                     "of the profile, as for nearsync dedup")
     ev.add_argument("--dsn", help="use this (empty) database instead of a throwaway one")
     ev.add_argument("--backend", choices=["postgres", "elasticsearch", "opensearch"])
     ev.add_argument("--no-baselines", action="store_true", help="skip the three baselines")

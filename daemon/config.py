@@ -12,7 +12,7 @@ The file has these tables (all optional; defaults track the reference ``ads`` ta
     [daemon]    mode, window_s, batch_size, poll_interval_s, max_attempts, retry_backoff_s
     [index]     backend, url, ... (backend-specific)
     [signatures] ... (see daemon.signatures.SignatureParams)
-    [dedup]      ... (see daemon.scoring)
+    [dedup]      profile, ... (see daemon.profiles, daemon.dedup.settings, daemon.scoring)
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from psycopg import ProgrammingError
 from psycopg.conninfo import conninfo_to_dict
 
 from daemon.errors import ConfigError
+from daemon.profiles import DEFAULT_PROFILE, apply_profile, profile_name
 
 REFERENCE_COLUMNS = ("user_id", "category", "title", "body", "price", "lat", "lon", "status", "source")
 REFERENCE_FIELDS = {
@@ -320,6 +321,8 @@ class Settings:
     index: IndexSettings = field(default_factory=IndexSettings)
     signatures: Mapping[str, Any] = field(default_factory=dict)
     dedup: Mapping[str, Any] = field(default_factory=dict)
+    profile: str = "classified"
+    """The dedup profile (:mod:`daemon.profiles`) ``signatures`` and ``dedup`` were merged over."""
 
     def require_dsn(self) -> str:
         """The DSN, or ConfigError('database.dsn') naming where to set it."""
@@ -405,13 +408,20 @@ def settings_from_mapping(d: Mapping[str, Any], *, env: Mapping[str, str] | None
     index_d = dict(d.get("index", {}))
     if env.get("NEARSYNC_BACKEND"):
         index_d["backend"] = env["NEARSYNC_BACKEND"]
+    signatures, dedup = d.get("signatures", {}), d.get("dedup", {})
+    profile = DEFAULT_PROFILE
+    if isinstance(signatures, Mapping) and isinstance(dedup, Mapping):
+        dedup = dict(dedup)
+        profile = profile_name(dedup.pop("profile", None))
+        signatures, dedup = apply_profile(profile, signatures, dedup)
     s = Settings(
         dsn=dsn,
         source=SourceSettings.from_mapping(d.get("source", {})),
         daemon=_daemon_settings(daemon_d, env),
         index=IndexSettings.from_mapping(index_d),
-        signatures=d.get("signatures", {}),
-        dedup=d.get("dedup", {}),
+        signatures=signatures,
+        dedup=dedup,
+        profile=profile,
     )
     missing = [c for c in s.source.fields.values() if c not in s.source.tracked_columns and c != "created_at"]
     if missing:
@@ -423,7 +433,7 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
     """Read settings from ``path`` (or ``NEARSYNC_CONFIG``, or none: defaults) and apply overrides.
 
     ``overrides`` (``dsn``, ``mode``, ``window_s``, ``batch_size``, ``concurrency``, ``metrics_port``,
-    ``backend``) come from command-line flags and
+    ``backend``, ``profile``: the ``[dedup] profile``) come from command-line flags and
     win over the file and the environment; ``None`` values are ignored.
 
     Raises:
@@ -446,6 +456,8 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
             data.setdefault("daemon", {})[k] = overrides[k]
     if overrides.get("backend"):
         data.setdefault("index", {})["backend"] = overrides["backend"]
+    if overrides.get("profile"):
+        data["dedup"] = {**(data.get("dedup") or {}), "profile": overrides["profile"]}
     env = dict(os.environ)
     if overrides.get("dsn"):
         env.pop("NEARSYNC_DSN", None)

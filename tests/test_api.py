@@ -293,3 +293,33 @@ async def test_real_uvicorn_process_with_api_key(dsettings: Settings, tmp_path: 
     text = log.read_text()
     assert "/v1/check" in text  # the access log is on, and still holds no key
     assert secret not in text
+
+
+@pytest.mark.parametrize("exhaustive_below", [200, 0], ids=["exhaustive", "keys-only"])
+async def test_a_copy_without_body_location_or_category_is_flagged_and_checked(dsettings: Settings,
+                                                                               exhaustive_below: int) -> None:
+    """Issue 17's reproduction: the same title, model number, seller and price, an empty body, no
+    location or category. The default super-token rules ([title, geo], [model, category]) gave
+    such a pair no shared key, so it was never compared (/v1/check said unique, no flag). Both the
+    exhaustive comparison of a small scope and the keys alone (exhaustive_below = 0: identity keys,
+    degraded rules) must now find it."""
+    from dataclasses import replace
+
+    s = replace(dsettings, dedup={**dsettings.dedup, "exhaustive_below": exhaustive_below})
+    ad = ORIGINAL | {"user_id": "u7", "category": None, "lat": None, "lon": None}
+    copy = ad | {"body": None}
+    async with running_indexer(s), running_worker(s):
+        orig = await add(s.dsn, ad, "now() - interval '1 day'")
+        await add(s.dsn, OTHER_PRODUCT | {"user_id": "u7", "category": None, "lat": None, "lon": None})
+        await settle(s)
+        async with api_client(s) as c:
+            r = await c.post("/v1/check", json=as_check(copy))
+            assert r.status_code == 200, r.text
+            checked = r.json()
+        dup = await add(s.dsn, copy)
+        await settle(s)
+    assert checked["decision"] == "duplicate" and checked["matches"][0]["id"] == orig
+    async with await psycopg.AsyncConnection.connect(s.dsn) as conn:
+        cur = await conn.execute("SELECT record_id, flag, original_id FROM nearsync.duplicate_flags")
+        got = {r[0]: r[1:] for r in await cur.fetchall()}
+    assert got == {dup: ("duplicate", orig)}

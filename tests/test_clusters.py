@@ -95,3 +95,65 @@ def test_cannot_links_hold_across_merged_components() -> None:
     assert kept == [("a", "b", 99.0), ("c", "d", 98.0), ("e", "d", 50.0)]
     comps = {frozenset(c.members) for c in build_clusters(kept, str, max_size=50, min_density=0.0)}
     assert comps == {frozenset("ab"), frozenset("cde")}
+
+
+def _scores(table: dict[tuple[int, int], float]):
+    """``score(a, b)`` for pairs without a link, from a table (0 when absent), counting calls."""
+    calls: list[tuple[int, int]] = []
+
+    def score(a: int, b: int) -> float:
+        calls.append((a, b))
+        return table.get((min(a, b), max(a, b)), 0.0)
+
+    return score, calls
+
+
+def test_average_link_does_not_chain_through_one_strong_link() -> None:
+    from daemon.dedup.clusters import average_link_clusters
+
+    # a-b and b-c are strong links, but a and c are unlike (20): c does not join {a, b}
+    score, calls = _scores({(1, 3): 20.0})
+    clusters = average_link_clusters([(1, 2, 95.0), (2, 3, 95.0)], order, score, threshold=70, strict_threshold=90)
+    assert [c.members for c in clusters] == [(1, 2)] and calls == [(1, 3)]
+    # with a-c scored 60 (a repost shortened twice), the mean (95 + 60) / 2 reaches 70: one cluster
+    score, _ = _scores({(1, 3): 60.0})
+    clusters = average_link_clusters([(1, 2, 95.0), (2, 3, 95.0)], order, score, threshold=70, strict_threshold=90)
+    assert [c.members for c in clusters] == [(1, 2, 3)] and clusters[0].original == 1
+    # the input order of the links does not matter
+    again = average_link_clusters([(3, 2, 95.0), (2, 1, 95.0)], order, score, threshold=70, strict_threshold=90)
+    assert again == clusters
+
+
+def test_potential_links_do_not_merge_two_clusters_of_confirmed_duplicates() -> None:
+    from daemon.dedup.clusters import average_link_clusters
+
+    links = [(1, 2, 99.0), (3, 4, 99.0), (2, 3, 80.0)]
+    score, _ = _scores({(1, 3): 78.0, (1, 4): 76.0, (2, 4): 77.0})  # mean across 77.75 >= 70, < 90
+    clusters = average_link_clusters(links, order, score, threshold=70, strict_threshold=90)
+    assert [c.members for c in clusters] == [(1, 2), (3, 4)]
+    # a single record still joins a confirmed cluster at potential level when it resembles it as a whole
+    score, _ = _scores({(1, 5): 75.0})
+    clusters = average_link_clusters([(1, 2, 99.0), (2, 5, 80.0)], order, score, threshold=70, strict_threshold=90)
+    assert [c.members for c in clusters] == [(1, 2, 5)]
+    # max_size bounds a cluster
+    clusters = average_link_clusters([(1, 2, 99.0), (2, 5, 80.0)], order, score, threshold=70, strict_threshold=90,
+                                     max_size=2)
+    assert [c.members for c in clusters] == [(1, 2)]
+
+
+def test_a_component_beyond_the_exact_limit_is_split_without_scoring_pairs() -> None:
+    from daemon.dedup.clusters import AVERAGE_LINK_EXACT_LIMIT, average_link_clusters
+
+    # a chain longer than the limit: average linkage would score every pair it weighs (each a full
+    # score_pair under the table lock); such a component is split by Leiden, scoring nothing
+    n = 100
+    assert n > AVERAGE_LINK_EXACT_LIMIT
+    score, calls = _scores({})
+    clusters = average_link_clusters([(i, i + 1, 95.0) for i in range(n - 1)], order, score,
+                                     threshold=70, strict_threshold=90, max_size=50)
+    assert calls == [] and clusters and all(len(c.members) <= 50 for c in clusters)
+    # a chain within the limit is clustered by average linkage, scoring the pairs it weighs
+    score, calls = _scores({})
+    small = average_link_clusters([(i, i + 1, 95.0) for i in range(10)], order, score, threshold=70,
+                                  strict_threshold=90)
+    assert calls and all(len(c.members) == 2 for c in small)

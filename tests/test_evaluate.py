@@ -43,8 +43,24 @@ def test_evaluate_any_labelled_csv(tmp_path: Path, capsys: pytest.CaptureFixture
     report = json.loads(capsys.readouterr().out)
     assert report["records"] == 120 and report["true_pairs_given"] == len(pairs)
     union = report["duplicate_or_potential"]
-    assert union["recall"] >= 0.8 and union["precision"] >= 0.8  # reposts of generated ads are easy
+    # Generated reposts of reposts carry typos in their model numbers too, so one ad's copies form
+    # two groups of confirmed duplicates linked at ~88 (< 90): they are not merged through such
+    # potential-level links (issue 17), which halves the pairs inside clusters; every record is
+    # still flagged against a true original (record -> original below).
+    assert union["precision"] >= 0.95 and union["recall"] >= 0.5
     assert report["candidate_pairs_examined"] > 0 and report["wall_time_s"] > 0
+    # the daemon's defaults, as `nearsync dedup` runs them: user scope, since user is mapped
+    assert report["profile"] == "classified" and report["settings"]["dedup"]["scope"] == "user"
+    assert report["settings"]["dedup"]["fields"]["price"]["evidence"] == "both"
+    assert report["settings"]["signatures"]["super_rules"] == [["title", "geo"], ["model", "category"]]
+    assert report["settings"]["dedup"]["exhaustive_below"] == 200
+    assert report["candidates"]["candidate_recall"] == 1.0  # every user's ads compared exhaustively
+    rto = report["record_to_original"]["duplicate_or_potential"]
+    assert rto["recall"] >= 0.85 and rto["precision"] >= 0.95
+    cands = report["candidates"]
+    assert 0 < cands["candidate_recall"] <= 1 and cands["per_record"] > 0
+    assert cands["true_pairs_compared"] <= report["true_pairs_closure"]
+    assert set(report["record_to_original"]) == {"duplicate", "duplicate_or_potential"}
     assert set(report["baselines"]) >= {"minhash_lsh_tuned", "simhash_hamming_le_3", "levenshtein_title_ge_0.8"}
     assert "cross_source" not in report
     for name in ("links.csv", "false_positives.csv", "false_negatives.csv"):
@@ -60,14 +76,49 @@ def test_evaluate_source_column_adds_cross_source_figures(tmp_path: Path, capsys
                  "--no-baselines", "--json-only"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["settings"]["dedup"]["cross_source_only"] is True
+    assert report["settings"]["dedup"]["scope"] == "global"  # no user mapped: one scope for all
     assert report["cross_source"]["duplicate_or_potential"]["true_pairs"] <= report["true_pairs_closure"]
 
 
 def test_evaluate_bad_mapping_names_the_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rec, pp, _ = write_labelled(tmp_path, 10)
-    assert main(["evaluate", "--records", str(rec), "--pairs", str(pp), "--id", "ref",
+    assert main(["evaluate", "--records", str(rec), "--pairs", str(pp), "--id", "ref", "--encoding", "latin-1",
                  "--map", "title=nope", "--json-only"]) == 2
-    assert "--map" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--map" in err and "listings.csv: line 1: no column 'nope'" in err
+
+
+@pytest.mark.parametrize(("content", "extra", "says"), [
+    (b"\xef\xbb\xbfid,title\r\n1,a\r\n", ["--encoding", "cp1252"], "line 1 starts with a UTF-8 byte-order mark"),
+    (b"id,name\n1,a\n", [], "line 1: no column 'title' for title"),
+    (b"id,title\n1,a\n,b\n", [], "line 3, column 'id': empty id"),
+    (b"id,title\n1,a\n2,b\n1,c\n", [], "line 4, column 'id': id '1' already on line 2"),
+    (b"id,title\n1,caf\xc3\xa9\n2,caf\xe9\n", [], "line 3, column 'title': byte b'\\xe9' is not valid utf-8"),
+], ids=["bom-with-cp1252", "missing-column", "empty-id", "duplicate-id", "mixed-encodings"])
+def test_bad_records_file_one_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes,
+                                          extra: list[str], says: str) -> None:
+    rec = tmp_path / "bad.csv"
+    rec.write_bytes(content)
+    pp = tmp_path / "pairs.csv"
+    pp.write_text("a,b\n1,2\n")
+    code = main(["evaluate", "--records", str(rec), "--pairs", str(pp), "--map", "title=title", *extra, "--json-only"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert f"{rec}: {says}" in err, err
+
+
+def test_utf8_bom_is_accepted_and_percent_delimiter_and_shared_ids(tmp_path: Path) -> None:
+    from daemon.evaluation.evaluate import load_labelled
+
+    a, b, pp = tmp_path / "left.csv", tmp_path / "right.csv", tmp_path / "gt.csv"
+    a.write_bytes("\ufeffid%title\n0%Paper one\n1%Paper two\n".encode())
+    b.write_text("id%title\n0%Paper 2\n1%Paper 1\n")
+    pp.write_text("D1%D2\n0%1\n1%0\n")
+    ds = load_labelled([str(a), str(b)], str(pp), mapping={"title": "title"}, id_column="id", encoding="utf-8",
+                       source_column="@file", delimiter="%")
+    assert sorted(r.key for r in ds.records) == ["left:0", "left:1", "right:0", "right:1"]
+    assert ds.pairs == {("left:0", "right:1"), ("left:1", "right:0")}
+    assert {r.fields["source"] for r in ds.records} == {"left", "right"}
 
 
 def test_demo_runs_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:

@@ -304,3 +304,60 @@ def test_with_computed_signatures() -> None:
     b = {"title": "Sony Bravia 40 inch LCD TV KDL-40W5100", "price": 899.0}
     diff = score_pair(a, _doc(a), b, _doc(b), CFG)
     assert diff.reasons["models"]["similarity"] == 0.0 and decide(diff.score, CFG) != "duplicate"
+
+
+def _pair(a: dict, b: dict, cfg: ScoringConfig = CFG) -> PairScore:
+    return score_pair(a, compute_signature(a).to_document(), b, compute_signature(b).to_document(), cfg)
+
+
+def test_evidence_against_a_match_numbers_models_and_price_gap() -> None:
+    # issue 17: linked at 90 on title similarity before, different product and price +249%
+    escort = {"title": "Escort Passport 8500 X50 Radar Detector", "price": 129.0}
+    other = {"title": "Escort Passport 9500ci Radar Detector", "price": 450.0}
+    ps = _pair(escort, other)
+    assert decide(ps.score, CFG) is None and ps.capped is False
+    assert ps.reasons["numbers"]["similarity"] == 0 and ps.reasons["price_gap"]["similarity"] == 0
+    assert "different numbers" in ps.summary(6) and "price gap 3.5x" in ps.summary(6)
+    # a size of the same line: otherwise equal titles, conflicting sizes
+    tv40 = {"title": "Sony Bravia 40' LCD TV", "body": "Full HD, 3 HDMI inputs, like new", "price": 500.0}
+    tv46 = {"title": "Sony Bravia 46' LCD TV", "body": "Full HD, 3 HDMI inputs, like new", "price": 520.0}
+    assert decide(_pair(tv40, tv46).score, CFG) is None
+    # no conflict: a shortened title drops numbers; a rounded figure; numbers inside model numbers
+    assert m.numbers_conflict("Apple 120GB Black 7th Generation iPod", "Apple 120GB iPod") is None
+    assert m.numbers_conflict("Canon PowerShot 14 Megapixel Camera", "Canon PowerShot 14.7 Megapixel Camera") is None
+    assert m.numbers_conflict("Sony KDL-40V4100", "Sony KDL-46V4100") is None
+    assert m.numbers_conflict("Samsung 46' LCD HDTV 50,000:1", "Samsung 46' LCD HDTV") is None
+    # different wording around the numbers: not "otherwise equal", no evidence either way
+    assert m.numbers_conflict("Samsung 46' Series 8 LCD Black Flat Panel HDTV - LN46A850",
+                              "Samsung LN46A850 - 46' 1080P LCD HDTV - 50,000:1 Dynamic Contrast Ratio") is None
+    # two colours of one model line are two products (a prefix variant is one)
+    a = {"title": "Polk Audio CSI A4 Black Center Channel Loudspeaker - CSIA4BK"}
+    b = {"title": "Polk Audio CSI A4 Cherry Center Channel Loudspeaker - CSIA4C"}
+    assert _pair(a, b).reasons["models"]["similarity"] == 0
+    c = {"title": "Netgear FS105NA 5-Port Switch"}
+    assert _pair({"title": "Netgear FS105 5-Port Switch"}, c).reasons["models"]["similarity"] == 0.9
+    # the titles' model numbers decide, not a compatible product named in a body
+    ipod = {"title": "Apple iPod Classic - MB565LLA", "body": "Works with dock MA300G"}
+    nano = {"title": "Apple iPod Nano - MB913LLA", "body": "Works with dock MA300G"}
+    assert _pair(ipod, nano).reasons["models"]["similarity"] == 0
+    assert m.price_conflict(100, 49) == 0.0 and m.price_conflict(100, 51) is None and m.price_conflict(None, 5) is None
+
+
+def test_colours_and_title_codes_tell_a_line_s_items_apart() -> None:
+    black = {"title": "Flip Video F360 Black Mino Series Camcorder - F360B"}
+    white = {"title": "Flip Video F360 White Mino Series Camcorder - F360W"}
+    ps = _pair(black, white)
+    assert ps.reasons["colours"]["similarity"] == 0 and "different colour (black / white)" in ps.summary(6)
+    assert decide(ps.score, CFG) is None
+    assert m.colours_conflict("Sony Cyber-Shot Graphite Black Camera", "Sony Cyber-Shot Black Camera") is None
+    assert m.colours_conflict("Nintendo DS Lite Cobalt/Black Portable Gaming System",
+                              "Nintendo DS Lite Crimson/Black Portable Gaming System") == 0.0
+    assert m.colours_conflict("Black leather sofa", "Red bicycle with basket") is None  # not otherwise equal
+    # a spec string shared by both titles does not hide two model numbers; a catalogue number counts
+    a = {"title": "Pioneer Premier In-Dash CD/WMA/MP3/AAC Receiver - DEHP500UB"}
+    b = {"title": "Pioneer Premier In-Dash CD/WMA/MP3/AAC Receiver - DEHP400UB"}
+    assert _pair(a, b).reasons["models"]["similarity"] == 0
+    assert m.title_models("Weber Genesis S320 LP Grill - 3780001") >= {"3780001"}
+    assert m.codes_conflict(frozenset({"3780001"}), frozenset({"3880001"}), [], [])
+    # a typo in one title's code, the right code in the other's body: no conflict
+    assert not m.codes_conflict(frozenset({"de5x58784"}), frozenset({"de55x8784"}), ["de5x58784"], ["de55x8784", "de5x58784"])

@@ -57,3 +57,20 @@ def test_a_bad_file_value_names_the_key(daemon: dict[str, object], key: str) -> 
     with pytest.raises(ConfigError) as e:
         settings_from_mapping({"daemon": daemon}, env={})
     assert e.value.key == key
+
+
+def test_dedup_profile_is_validated_and_the_file_applies_on_top() -> None:
+    from daemon.dedup.settings import dedup_options
+    from daemon.signatures import SignatureParams
+
+    plain = settings_from_mapping({}, env={})
+    assert plain.profile == "classified" and dedup_options(plain).scoring.scope == "user"
+    s = settings_from_mapping({"dedup": {"profile": "products", "fields": {"price": {"tolerance": 0.2}}}}, env={})
+    opts = dedup_options(s)
+    assert s.profile == "products" and opts.scoring.scope == "global"
+    price = opts.scoring.field("price")
+    assert price is not None and price.evidence == "positive" and price.params["tolerance"] == 0.2
+    assert SignatureParams.from_mapping(s.signatures).super_rules == (("model",), ("title",))
+    with pytest.raises(ConfigError) as e:
+        settings_from_mapping({"dedup": {"profile": "shops"}}, env={})
+    assert e.value.key == "dedup.profile"

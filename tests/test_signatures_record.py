@@ -67,7 +67,8 @@ def test_document_format_and_round_trip() -> None:
     assert doc["emails"] == ["jean@example.fr"]
     assert "kdl40v4100" in doc["tokens"]
     assert doc["text"].startswith("sony bravia kdl-40v4100")
-    assert all(s.startswith(("t:0:", "t:1:")) for s in doc["super"]) and doc["super"]
+    assert all(s.startswith(("t:0:", "t:1:", "k:t:", "k:m:")) for s in doc["super"]) and doc["super"]
+    assert sum(s.startswith("k:t:") for s in doc["super"]) == 1 and sum(s.startswith("k:m:") for s in doc["super"]) == 1
     assert doc["params"] == SignatureParams().fingerprint()
     again = Signature.from_document(json.loads(json.dumps(doc)))
     assert again == sig
@@ -96,9 +97,28 @@ def test_super_tokens_need_both_fields() -> None:
     assert rule0(base) and not rule0(base) & rule0(moved)  # same title, far away
     assert rule1(base) == rule1(moved)  # same model and category
     assert rule0(base) != rule0(other_title)
-    assert not rule1(compute_signature({**AD, "category": None}))
+    # an empty component degrades the rule to the others (model numbers alone), never to nothing,
+    # and a degraded key is never one of the full rule's
+    no_category = rule1(compute_signature({**AD, "category": None}))
+    assert no_category and not no_category & rule1(base)
+    assert no_category == rule1(compute_signature({**AD, "category": None, "body": "other words"}))
+    assert not rule1(compute_signature({**AD, "category": None, "title": "tv", "body": "no model"}))
     params = SignatureParams.from_mapping({"super": {"rules": [["title", "body", "user"]], "max_per_rule": 2}})
-    assert len(compute_signature(AD, params).super) == 2
+    assert len([t for t in compute_signature(AD, params).super if t.startswith("t:")]) == 2
+
+
+def test_identity_keys_title_and_model_numbers_whatever_the_rules() -> None:
+    from daemon.signatures.supertokens import identity_keys
+
+    ident = lambda s: {t for t in s.super if t.startswith("k:")}
+    base = compute_signature(AD)
+    bare = compute_signature({"title": AD["title"]})  # no body, place, category or user
+    assert ident(bare) == ident(base)  # the body's model numbers are the title's here
+    reordered = compute_signature({"title": "KDL-40V4100, Sony  BRAVIA 40in LCD TV"})
+    assert {t for t in ident(reordered) if t.startswith("k:t:")} == {t for t in ident(base) if t.startswith("k:t:")}
+    assert not ident(compute_signature({"title": "", "body": ""}))
+    assert identity_keys(["a", "b"], ["x1y2", "x1y2"]) == identity_keys(["b", "a", "a"], ["x1y2"])
+    assert len(identity_keys([], ["ab12", "cd34"])) == 2
 
 
 def _geo_boundary_case(precision: int) -> None:

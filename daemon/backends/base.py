@@ -21,6 +21,19 @@ import orjson
 import xxhash
 
 
+SCOPE_KEY = "s:scope"
+"""The candidate key every signed document carries (added by
+:func:`daemon.capture.documents.document_from_fields`): it is shared by every document of a scope,
+so the documents holding it are the scope's members (:meth:`IndexBackend.scope_members`, the
+exhaustive comparison of a small scope). Candidate lookups by keys never send it (backends drop it
+from :meth:`IndexBackend.candidates` queries): it would match the whole scope."""
+
+
+def lookup_keys(keys: Sequence[str]) -> list[str]:
+    """``keys`` without :data:`SCOPE_KEY`: the keys a candidate lookup sends."""
+    return [k for k in keys if k != SCOPE_KEY]
+
+
 @dataclass(slots=True)
 class IndexDocument:
     """One record as stored in the index.
@@ -113,12 +126,14 @@ class CandidateQuery:
     :meth:`IndexBackend.candidates`): the record's candidate ``keys``, its ``scope``, its own id
     (``exclude_id``, left out of the result; ``None`` for a document not in the database) and
     ``exclude_source`` (candidates whose ``source`` field equals it, as text, are left out before
-    the limit applies; ``None``: no such filter)."""
+    the limit applies; ``None``: no such filter); ``tokens``: the record's title tokens, read by
+    :meth:`IndexBackend.scope_members` only (empty: no filter)."""
 
     keys: Sequence[str]
     scope: Mapping[str, str]
     exclude_id: str | None = None
     exclude_source: str | None = None
+    tokens: Sequence[str] = ()
 
 
 class TransientIndexError(Exception):
@@ -196,6 +211,22 @@ class IndexBackend(Protocol):
         """:meth:`candidates` for several records in one round trip (the dedup worker's batch).
 
         Returns one list per query, in order, each as :meth:`candidates` would return it.
+        """
+
+    async def scope_members(
+        self, table: str, queries: Sequence[CandidateQuery], *, limit: int,
+    ) -> list[list[Candidate] | None]:
+        """Every document of each query's scope, for scopes of at most ``limit`` documents.
+
+        The documents holding :data:`SCOPE_KEY` in the query's ``scope`` (``keys`` is ignored), less
+        ``exclude_id``, those of source ``exclude_source`` and, when the query has ``tokens``, those
+        whose title tokens (``signature["tokens"]``) share none of them (a record whose title has no
+        word in common with another is no duplicate of it), in ``record_id`` order, each with
+        ``matched`` 1; ``None`` for a query whose scope holds more than ``limit`` documents (its own
+        included), found by counting at most ``limit + 1`` of them, so a large scope costs little.
+
+        Returns:
+            One entry per query, in order.
         """
 
     async def count(self, table: str) -> int:

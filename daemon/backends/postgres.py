@@ -21,10 +21,12 @@ from daemon.backends.base import (
     Candidate,
     CandidateQuery,
     DeleteOp,
+    SCOPE_KEY,
     IndexDocument,
     Outcome,
     TransientIndexError,
     WriteResult,
+    lookup_keys,
 )
 from daemon.backends.pg_encoding import (
     ARRAY_COLUMNS,
@@ -203,7 +205,7 @@ class PostgresBackend:
                          limit: int = 100, exclude_id: str | None = None,
                          exclude_source: str | None = None) -> list[Candidate]:
         """Records sharing ``min_match`` hashed keys in the same scope, best first (see protocol)."""
-        hashes = sorted(key_hashes(table, scope, keys))
+        hashes = sorted(key_hashes(table, scope, lookup_keys(keys)))
         if not hashes:
             return []
         try:
@@ -225,7 +227,7 @@ class PostgresBackend:
         qids: list[int] = []
         hashes: list[int] = []
         for i, q in enumerate(queries):
-            found = key_hashes(table, q.scope, q.keys)
+            found = key_hashes(table, q.scope, lookup_keys(q.keys))
             qids += [i] * len(found)
             hashes += found
         if not hashes or limit <= 0:
@@ -241,6 +243,36 @@ class PostgresBackend:
             raise TransientIndexError(str(e)) from e
         for qid, matched, *doc in rows:
             out[qid].append(Candidate(doc[0], matched, self._doc(table, doc)))
+        return out
+
+    async def scope_members(self, table: str, queries: Sequence[CandidateQuery], *,
+                            limit: int) -> list[list[Candidate] | None]:
+        """Every document of each query's scope when it holds at most ``limit`` (see protocol), in one
+        query (named ``scope_members``: an index-only count of at most ``limit + 1`` key rows per
+        scope, then the members of the small ones). Raises TransientIndexError when unreachable."""
+        out: list[list[Candidate] | None] = [None for _ in queries]
+        if not queries:
+            return out
+        hashes = [next(iter(key_hashes(table, q.scope, [SCOPE_KEY]))) for q in queries]
+        try:
+            async with self._pool.connection() as conn, conn.cursor(binary=True) as cur:
+                await cur.execute(query("scope_members"), {
+                    "table": table, "qids": Int4Array(list(range(len(queries)))), "keys": Int8Array(hashes),
+                    "limit": limit, "exclude_ids": [q.exclude_id for q in queries],
+                    "exclude_sources": [q.exclude_source for q in queries],
+                    "tok_qids": Int4Array([i for i, q in enumerate(queries) for _ in q.tokens]),
+                    "toks": [t for q in queries for t in q.tokens]})
+                rows = await cur.fetchall()
+        except _TRANSIENT as e:
+            raise TransientIndexError(str(e)) from e
+        for qid, n, *doc in rows:
+            if n > limit:
+                continue
+            found = out[qid]
+            if found is None:
+                found = out[qid] = []
+            if doc[0] is not None:
+                found.append(Candidate(doc[0], 1, self._doc(table, doc)))
         return out
 
     async def count(self, table: str) -> int:

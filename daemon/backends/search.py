@@ -36,10 +36,12 @@ from daemon.backends.base import (
     Candidate,
     CandidateQuery,
     DeleteOp,
+    SCOPE_KEY,
     IndexDocument,
     Outcome,
     TransientIndexError,
     WriteResult,
+    lookup_keys,
 )
 from daemon.backends import search_admin
 from daemon.backends.search_client import SearchClient, error_fields, http_error, is_transient_status
@@ -238,7 +240,7 @@ class SearchBackend:
         return max(int(min_match), self.options.min_should_match)
 
     def _candidate_body(self, table: str, q: CandidateQuery, min_match: int, limit: int) -> dict[str, Any]:
-        return B.candidate_query(table, q.keys, q.scope, min_match=min_match, limit=limit, exclude_id=q.exclude_id,
+        return B.candidate_query(table, lookup_keys(q.keys), q.scope, min_match=min_match, limit=limit, exclude_id=q.exclude_id,
                                  mlt_index=self.alias if self.options.more_like_this else None,
                                  exclude_source=q.exclude_source)
 
@@ -267,7 +269,7 @@ class SearchBackend:
         With ``more_like_this`` the server's pre-selection of the top ``limit`` also weighs text
         similarity to the ``exclude_id`` record.
         """
-        q = CandidateQuery(list(keys), dict(scope), exclude_id, exclude_source)
+        q = CandidateQuery(lookup_keys(keys), dict(scope), exclude_id, exclude_source)
         if not q.keys or limit <= 0:
             return []
         mm = self._effective_min(min_match)
@@ -283,7 +285,7 @@ class SearchBackend:
         with 429/5xx or timed out, SearchHTTPError for another per-search error.
         """
         mm = self._effective_min(min_match)
-        todo = [(i, q) for i, q in enumerate(queries) if q.keys and limit > 0]
+        todo = [(i, q) for i, q in enumerate(queries) if lookup_keys(q.keys) and limit > 0]
         out: list[list[Candidate]] = [[] for _ in queries]
         step = self.options.msearch_size
         for start in range(0, len(todo), step):
@@ -294,6 +296,35 @@ class SearchBackend:
                 if "error" in r:
                     raise http_error(int(r.get("status") or 500), r)
                 out[i] = self._candidates_from(r, q, mm)
+        return out
+
+    async def scope_members(self, table: str, queries: Sequence[CandidateQuery], *,
+                            limit: int) -> list[list[Candidate] | None]:
+        """Every document of each query's scope when it holds at most ``limit`` (see protocol): one
+        search per query for :data:`SCOPE_KEY` in its scope with ``size`` ``limit + 1`` (a fuller
+        page means a larger scope), in ``_msearch`` round trips of at most ``msearch_size``; members
+        in ``record_id`` order. Raises TransientIndexError / SearchHTTPError as :meth:`candidates_many`."""
+        out: list[list[Candidate] | None] = [None for _ in queries]
+        step = self.options.msearch_size
+        for start in range(0, len(queries), step):
+            part = list(enumerate(queries))[start : start + step]
+            # the scope's size is counted with the excluded record and source included, as the protocol says
+            bodies = (B.candidate_query(table, [SCOPE_KEY], q.scope, min_match=1, limit=limit + 1) for _, q in part)
+            res = await self.client.request("POST", "/_msearch", B.msearch_lines(self.alias, bodies), ndjson=True)
+            for (i, q), r in zip(part, res.get("responses", []), strict=True):
+                if "error" in r:
+                    raise http_error(int(r.get("status") or 500), r)
+                hits = r.get("hits", {}).get("hits", [])
+                if len(hits) > limit:
+                    continue
+                docs = [B.document_from_hit(h) for h in hits]
+                toks = set(q.tokens)
+                out[i] = sorted((Candidate(d.record_id, 1, d) for d in docs
+                                 if d.record_id != q.exclude_id
+                                 and (not toks or not toks.isdisjoint(d.signature.get("tokens") or ()))
+                                 and (q.exclude_source is None or str(d.fields.get("source")) != q.exclude_source
+                                      or d.fields.get("source") is None)),
+                                key=lambda c: c.record_id)
         return out
 
     async def count(self, table: str) -> int:

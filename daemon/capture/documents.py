@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from daemon import heap
-from daemon.backends.base import IndexDocument
+from daemon.backends.base import SCOPE_KEY, IndexDocument
 from daemon.config import Settings
 from daemon.errors import ConfigError, RecordError
 from daemon.logs import get_logger
@@ -111,7 +111,9 @@ def document_from_fields(table: str, record_id: str, version: int, fields: dict[
         signed: ``False`` for plain sync: no signature is computed and there are no candidate keys.
 
     Returns:
-        The :class:`~daemon.backends.base.IndexDocument` (not encoded).
+        The :class:`~daemon.backends.base.IndexDocument` (not encoded); a signed one's keys are the
+        signature's candidate keys plus :data:`~daemon.backends.base.SCOPE_KEY` (its scope's
+        membership, for the exhaustive comparison of small scopes).
 
     Raises:
         RecordError: the values cannot be signed (the message names the error).
@@ -132,7 +134,7 @@ def signed_document(table: str, record_id: str, version: int, fields: dict[str, 
     keys: list[str] = []
     signature: dict[str, Any] = {}
     if sig is not None:
-        keys, signature = sig.keys(), sig.to_document()
+        keys, signature = [*sig.keys(), SCOPE_KEY], sig.to_document()
     return IndexDocument(table=table, record_id=record_id, version=version, fields=fields,
                          scope=scope_of(fields, scope), keys=keys, signature=signature)
 

@@ -1,4 +1,13 @@
-"""Duplicate clusters from scored links: union-find, then community detection on weak components.
+"""Duplicate clusters from scored links.
+
+Two methods (``[dedup.cluster] method``):
+
+* ``average`` (the default, :func:`average_link_clusters`): agglomerative clustering with average
+  linkage (UPGMA; Sokal & Michener 1958), stopped at the potential threshold: two groups merge only
+  when the mean score over *all* their cross pairs reaches it, so one strong link cannot chain a
+  record into a group it does not resemble as a whole; two groups that each hold confirmed
+  duplicates merge only at the duplicate threshold.
+* ``leiden`` (:func:`build_clusters`): union-find, then community detection on weak components:
 
 Similarity is not transitive, and one weak link can chain unrelated items into one component
 ("Finding similar items", seed 002). So a connected component that is larger than ``max_size``
@@ -8,7 +17,7 @@ or sparser than ``min_density`` is split with the Leiden algorithm (Traag, Waltm
 cannot be imported, networkx's Louvain (Blondel et al. 2008) is used instead. Splitting recurses
 into the parts that still break a rule, as long as the algorithm still divides them.
 
-Each cluster's **original** is its earliest member by ``order_key`` (created_at then id); the
+With either method, each cluster's **original** is its earliest member by ``order_key`` (created_at then id); the
 cluster id is derived from the original's id only, so it is stable across runs while the original
 stays the same.
 """
@@ -222,6 +231,108 @@ def build_clusters(
                 continue
             members = tuple(sorted(part, key=key))
             clusters.append(Cluster(id=cluster_id(members[0]), original=members[0], members=members))
+    clusters.sort(key=lambda c: key(c.original))
+    return clusters
+
+
+AVERAGE_LINK_EXACT_LIMIT = 60
+"""Components of more nodes are not clustered by average linkage (whose cost grows with the cube of
+a component's size, every merge re-averaging the groups' cross pairs) but split as
+:func:`build_clusters` does (Leiden, default density and resolution), so one re-clustering under
+the table lock stays bounded (DBLP-ACM in one table makes components of hundreds of "Editorial"s)."""
+
+
+def average_link_clusters(
+    links: Iterable[Link],
+    order_key: Mapping[Hashable, Any] | Callable[[Hashable], Any],
+    score: Callable[[Hashable, Hashable], float] | None = None,
+    *,
+    threshold: float,
+    strict_threshold: float,
+    max_size: int = 50,
+) -> list[Cluster]:
+    """Average-link agglomerative clustering of linked records (UPGMA, Sokal & Michener 1958).
+
+    Start from singletons; repeatedly merge the two groups, joined by at least one link, with the
+    highest mean pair score over all their cross pairs, while that mean reaches ``threshold`` (or
+    ``strict_threshold`` when both groups already hold two records or more: two clusters of
+    confirmed duplicates are not merged through potential-level evidence) and the merged group
+    has at most ``max_size`` records. A cross pair without a link is scored with ``score`` (the
+    pair's real score, below the link threshold or never compared); so a record only joins a
+    group it resembles as a whole, and a chain a-b-c whose a-c is weak does not become one cluster.
+    Ties are broken by the groups' earliest members' order keys, so the result depends only on the
+    links and scores, not on their order.
+
+    Args:
+        links: ``(a_id, b_id, score)`` links, score 0-100; self links are ignored, a repeated pair
+            keeps its highest score.
+        order_key: record id -> sortable creation key (mapping or callable); the earliest member of
+            a cluster is its original.
+        score: ``score(a, b)`` -> 0-100 for a pair without a link; None: such pairs count as 0.
+            A component larger than :data:`AVERAGE_LINK_EXACT_LIMIT` is split by Leiden instead.
+        threshold, strict_threshold: the mean score (0-100) a merge needs (see above).
+        max_size: largest cluster made (>= 2).
+    Returns:
+        Clusters of >= 2 members as :class:`Cluster`, sorted by the original's order key.
+    """
+    key = order_key.__getitem__ if isinstance(order_key, Mapping) else order_key
+    edges: dict[frozenset, float] = {}
+    uf = UnionFind()
+    for a, b, sc in links:
+        if a == b:
+            continue
+        e = frozenset((a, b))
+        edges[e] = max(float(sc), edges.get(e, float("-inf")))
+        uf.union(a, b)
+    clusters: list[Cluster] = []
+    for nodes in uf.components().values():
+        if len(nodes) > AVERAGE_LINK_EXACT_LIMIT:
+            nodes.sort(key=key)
+            members_of = set(nodes)
+            sub = {e: w for e, w in edges.items() if next(iter(e)) in members_of}
+            for part in _split(nodes, sub, max_size, 0.3, 1.0, 42):
+                if len(part) >= 2:
+                    ms = tuple(sorted(part, key=key))
+                    clusters.append(Cluster(id=cluster_id(ms[0]), original=ms[0], members=ms))
+            continue
+        exact = score is not None
+        cache: dict[frozenset, float] = {}
+
+        def pair(a: Hashable, b: Hashable) -> float:
+            e = frozenset((a, b))
+            if e in edges:
+                return edges[e]
+            if not exact:
+                return 0.0
+            if e not in cache:
+                x, y = sorted((a, b), key=key)
+                cache[e] = float(score(x, y))  # type: ignore[misc]
+            return cache[e]
+
+        groups: dict[Hashable, list[Hashable]] = {n: [n] for n in sorted(nodes, key=key)}
+        where = {n: n for n in nodes}
+        mine = [tuple(e) for e in edges if next(iter(e)) in where]
+        while True:
+            best: tuple[float, Any, Any] | None = None
+            pairs = {tuple(sorted((where[a], where[b]), key=key)) for a, b in mine if where[a] != where[b]}
+            for ga, gb in sorted(pairs, key=lambda p: (key(p[0]), key(p[1]))):
+                A, B = groups[ga], groups[gb]
+                if len(A) + len(B) > max_size:
+                    continue
+                mean = sum(pair(a, b) for a in A for b in B) / (len(A) * len(B))
+                need = strict_threshold if len(A) > 1 and len(B) > 1 else threshold
+                if mean >= need and (best is None or mean > best[0]):
+                    best = (mean, ga, gb)
+            if best is None:
+                break
+            _, ga, gb = best
+            keep, gone = (ga, gb) if key(ga) <= key(gb) else (gb, ga)
+            groups[keep] = sorted(groups[keep] + groups.pop(gone), key=key)
+            for n in groups[keep]:
+                where[n] = keep
+        for members in groups.values():
+            if len(members) >= 2:
+                clusters.append(Cluster(id=cluster_id(members[0]), original=members[0], members=tuple(members)))
     clusters.sort(key=lambda c: key(c.original))
     return clusters
 

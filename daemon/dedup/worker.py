@@ -4,15 +4,18 @@ For each record taken from the ``dedup`` queue (the indexing daemon puts every i
 record there, in its acknowledging transaction):
 
 1. its document is fetched from the index, whatever the queued op (gone: treated as a delete);
-2. candidates come from the index through the backend protocol only — records sharing at least
-   ``dedup.min_match`` LSH band keys, simhash block keys or super tokens within the same scope —
-   capped at ``dedup.candidate_cap`` (a hit cap is logged);
+2. candidates come from the index through the backend protocol only: every record of the same
+   scope when it holds fewer than ``dedup.exhaustive_below`` records, else the records sharing at
+   least ``dedup.min_match`` LSH band keys, simhash block keys, super tokens or identity keys
+   (title, model numbers) within the scope, capped at ``dedup.candidate_cap`` (a hit cap is logged);
 3. each pair is scored by :func:`daemon.scoring.score_pair` in canonical order (lower id first, so
    the score does not depend on which side was processed);
 4. in one transaction under a per-table advisory lock, the record's links (pairs scoring at least
    ``potential_threshold``) are replaced, and the connected component(s) around it — old and new —
-   are re-clustered (:func:`daemon.dedup.clusters.build_clusters`: union-find, Leiden split of large or
-   sparse components). Every non-original member gets a flag pointing at its cluster's original
+   are re-clustered (:func:`daemon.dedup.clusters.average_link_clusters`: a record joins a group only
+   when its mean score to the whole group reaches the potential threshold; or, with
+   ``cluster.method = "leiden"``, :func:`~daemon.dedup.clusters.build_clusters`). Every non-original
+   member gets a flag pointing at its cluster's original
    (earliest ``created_at``, then id); members no longer linked lose theirs.
 
 Links depend only on the two records, so the final links, clusters and flags do not depend on the
@@ -23,8 +26,8 @@ from __future__ import annotations
 
 import contextvars
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import psycopg
@@ -32,7 +35,7 @@ import psycopg
 from daemon.db import jsoncodec
 from daemon.backends.base import Candidate, CandidateQuery, IndexBackend, IndexDocument
 from daemon.dedup.ids import canonical, record_id_key
-from daemon.dedup.clusters import build_clusters, respect_cannot_links
+from daemon.dedup.clusters import average_link_clusters, build_clusters, respect_cannot_links
 from daemon.dedup.settings import DedupOptions
 from daemon.logs import get_logger
 from daemon.capture.loop import BatchResult
@@ -114,10 +117,8 @@ async def score_candidates(table: str, record_id: str | None, doc: IndexDocument
     """Look up a document's candidates through the backend and score each pair: the worker's scoring.
 
     Shared by the dedup worker (through :func:`score_candidates_many`) and the check API
-    (``POST /v1/check``), so a check and the later flag agree. Candidates share at least
-    ``options.min_match`` keys within ``doc.scope``, capped at ``candidate_cap``; with
-    ``cross_source_only`` same-source candidates are left out by the lookup itself
-    (:func:`excluded_source`), before the cap.
+    (``POST /v1/check``), so a check and the later flag agree; see :func:`lookup_candidates` for
+    which records are candidates.
 
     Args:
         table: tracked table name (``schema.table``).
@@ -130,10 +131,8 @@ async def score_candidates(table: str, record_id: str | None, doc: IndexDocument
     Raises:
         TransientIndexError: the index is unreachable.
     """
-    cands = await backend.candidates(table, doc.keys, doc.scope, min_match=options.min_match,
-                                     limit=options.scoring.candidate_cap + 1, exclude_id=record_id,
-                                     exclude_source=excluded_source(doc, options))
-    return score_found(record_id, doc, cands, options)
+    (found, cap), = await lookup_candidates(table, [(record_id, doc)], backend, options)
+    return score_found(record_id, doc, found, options, cap=cap)
 
 
 def excluded_source(doc: IndexDocument, options: DedupOptions) -> str | None:
@@ -144,10 +143,52 @@ def excluded_source(doc: IndexDocument, options: DedupOptions) -> str | None:
     return str(own) if options.cross_source_only and own is not None else None
 
 
+async def lookup_candidates(table: str, items: Sequence[tuple[str | None, IndexDocument]], backend: IndexBackend,
+                            options: DedupOptions) -> list[tuple[list[Candidate], int]]:
+    """The candidates of several documents, and how many of them to score, in at most two lookups.
+
+    * **exhaustive**: a document whose scope holds fewer than ``options.exhaustive_below``
+      documents (its own included) gets every other document of the scope whose title shares a
+      word with its own (:meth:`~daemon.backends.base.IndexBackend.scope_members`; a title without
+      any word in common scores about 0 on the title, so such a pair cannot be flagged unless its
+      bodies or codes agree, and those share candidate keys), all scored;
+    * **blocking**: the others get the records sharing at least ``options.min_match`` candidate
+      keys within the scope, best first, ``candidate_cap`` of them scored (``candidate_cap + 1``
+      are asked for, so that a hit cap shows).
+
+    With ``cross_source_only`` same-source records are left out by the lookups themselves
+    (:func:`excluded_source`), before any cap.
+
+    Args:
+        items: ``(record_id or None, document)`` pairs.
+    Returns:
+        One ``(candidates, cap)`` per item, in order (``cap``: how many of them to score).
+    Raises:
+        TransientIndexError: the index is unreachable.
+    """
+    queries = [CandidateQuery(doc.keys, doc.scope, rid, excluded_source(doc, options)) for rid, doc in items]
+    cap = options.scoring.candidate_cap
+    out: list[tuple[list[Candidate], int] | None] = [None] * len(items)
+    if options.exhaustive_below > 1:
+        members = await backend.scope_members(
+            table, [replace(q, tokens=tuple(doc.signature.get("tokens") or ())) for q, (_, doc) in zip(queries, items)],
+            limit=options.exhaustive_below - 1)
+        for i, found in enumerate(members):
+            if found is not None:
+                out[i] = (found, len(found))
+    rest = [i for i, x in enumerate(out) if x is None]
+    if rest:
+        found_many = await backend.candidates_many(table, [queries[i] for i in rest], min_match=options.min_match,
+                                                   limit=cap + 1)
+        for i, found in zip(rest, found_many, strict=True):
+            out[i] = (found, cap)
+    return [x for x in out if x is not None]
+
+
 async def score_candidates_many(table: str, items: Sequence[tuple[str, IndexDocument]], backend: IndexBackend,
                                 options: DedupOptions) -> list[ScoredCandidates]:
-    """:func:`score_candidates` for several records of the database with one candidate lookup
-    (:meth:`~daemon.backends.base.IndexBackend.candidates_many`).
+    """:func:`score_candidates` for several records of the database with one lookup of each kind
+    (:func:`lookup_candidates`) per :data:`LOOKUP_CHUNK` records.
 
     Args:
         items: ``(record_id, document)`` pairs.
@@ -159,10 +200,9 @@ async def score_candidates_many(table: str, items: Sequence[tuple[str, IndexDocu
     out: list[ScoredCandidates] = []
     for start in range(0, len(items), LOOKUP_CHUNK):
         part = items[start : start + LOOKUP_CHUNK]
-        found = await backend.candidates_many(
-            table, [CandidateQuery(doc.keys, doc.scope, rid, excluded_source(doc, options)) for rid, doc in part],
-            min_match=options.min_match, limit=options.scoring.candidate_cap + 1)
-        out += [score_found(rid, doc, cands, options) for (rid, doc), cands in zip(part, found, strict=True)]
+        found = await lookup_candidates(table, part, backend, options)
+        out += [score_found(rid, doc, cands, options, cap=cap)
+                for (rid, doc), (cands, cap) in zip(part, found, strict=True)]
     return out
 
 
@@ -172,17 +212,21 @@ LOOKUP_CHUNK = 200
 
 
 def score_found(record_id: str | None, doc: IndexDocument, cands: Sequence[Candidate],
-                options: DedupOptions) -> ScoredCandidates:
-    """Score a document against the candidates a lookup returned (``candidate_cap + 1`` asked for, so
-    that a hit cap shows); pure, no I/O.
+                options: DedupOptions, *, cap: int | None = None) -> ScoredCandidates:
+    """Score a document against the candidates a lookup returned (``cap + 1`` asked for, so that a
+    hit cap shows); pure, no I/O.
 
+    Args:
+        cap: candidates scored at most (default ``candidate_cap``; an exhaustive lookup passes
+            the number it found).
     Returns:
-        :class:`ScoredCandidates`: at most ``candidate_cap`` candidates scored, ``capped`` when more came.
+        :class:`ScoredCandidates`: at most ``cap`` candidates scored, ``capped`` when more came.
     """
     cfg = options.scoring
-    capped = len(cands) > cfg.candidate_cap
+    cap = cfg.candidate_cap if cap is None else cap
+    capped = len(cands) > cap
     out: list[ScoredCandidate] = []
-    for cand in cands[: cfg.candidate_cap]:  # same-source ones were left out by the lookup
+    for cand in cands[:cap]:  # same-source ones were left out by the lookup
         if record_id is None:
             a, b = cand.record_id, ""
             da, db = cand.document, doc
@@ -265,11 +309,16 @@ class DedupHandler:
     Args:
         table: the tracked table name (``schema.table``). backend: an opened index backend.
         options: validated ``[dedup]`` settings.
+        observer: optional ``observer(record_id, scored)`` called with every record's scored
+            candidates (:class:`ScoredCandidate` list, any score) as they are scored, before the
+            transaction; ``nearsync evaluate`` uses it to measure candidate recall. It must not
+            raise or block.
     """
 
     table: str
     backend: IndexBackend
     options: DedupOptions
+    observer: Callable[[str, Sequence[ScoredCandidate]], None] | None = None
 
     async def score_records(self, items: Sequence[tuple[str, IndexDocument]],
                             seen: dict[str, IndexDocument] | None = None) -> list[Link]:
@@ -290,6 +339,8 @@ class DedupHandler:
             log.debug("candidate cap hit", record_id=rid, cap=self.options.scoring.candidate_cap)
             tally.capped += 1
         tally.pairs += len(res.scored)
+        if self.observer is not None:
+            self.observer(rid, res.scored)
         links = []
         for sc in res.scored:
             if sc.flag is not None:
@@ -479,9 +530,24 @@ class DedupHandler:
                                            lambda r: order_key(r, docs.get(r)))
         decided = await self._decisions_among(conn, ends, docs) if links else {}
         links = self._without_dismissed_joins(links, decided.get("not_duplicate", set()))
-        clusters = build_clusters([(x.a, x.b, x.score) for x in links], lambda r: order_key(r, docs.get(r)),
-                                  max_size=cfg.cluster.max_size, min_density=cfg.cluster.min_density,
-                                  resolution=cfg.cluster.resolution, seed=cfg.cluster.seed)
+        order = lambda r: order_key(r, docs.get(r))  # noqa: E731
+        if cfg.cluster.method == "average":
+            dismissed = decided.get("not_duplicate", set())
+
+            def pair_score(a: str, b: str) -> float:
+                """A pair without a link: its score from the documents (0 when dismissed or gone)."""
+                x, y = canonical(a, b)
+                if (x, y) in dismissed or x not in docs or y not in docs:
+                    return 0.0
+                return self._score_link(x, y, docs[x], docs[y]).score
+
+            clusters = average_link_clusters([(x.a, x.b, x.score) for x in links], order, pair_score,
+                                             threshold=cfg.potential_threshold,
+                                             strict_threshold=cfg.duplicate_threshold, max_size=cfg.cluster.max_size)
+        else:
+            clusters = build_clusters([(x.a, x.b, x.score) for x in links], order,
+                                      max_size=cfg.cluster.max_size, min_density=cfg.cluster.min_density,
+                                      resolution=cfg.cluster.resolution, seed=cfg.cluster.seed)
         by_pair = {(x.a, x.b): x for x in links}
         adjacent: dict[str, list[Link]] = defaultdict(list)
         for x in links:

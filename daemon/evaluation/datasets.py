@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -69,39 +70,107 @@ def parse_mapping(text: str | None) -> dict[str, str]:
     return out
 
 
+_UTF8 = ("utf-8", "utf8", "utf-8-sig", "utf8-sig")
+_BOM = b"\xef\xbb\xbf"
+
+
+def decode_csv(path: Path, encoding: str, delimiter: str = ",", option: str = "--records") -> str:
+    """The text of a CSV file, decoded strictly.
+
+    A UTF-8 byte-order mark is dropped when ``encoding`` is UTF-8 (spreadsheets write one).
+
+    Raises:
+        ConfigError: (key ``option``) the file cannot be read; it starts with a UTF-8 byte-order
+            mark while ``encoding`` is not UTF-8; or a byte is not valid in ``encoding`` (mixed
+            encodings): the message names the file, the line and the column (header name) where
+            decoding failed, and the encoding.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ConfigError(option, f"cannot read {path}: {e.strerror or e}") from None
+    utf8 = encoding.lower().replace("_", "-") in _UTF8
+    if data.startswith(_BOM):
+        if not utf8:
+            raise ConfigError(option, f"{path}: line 1 starts with a UTF-8 byte-order mark but --encoding is "
+                                      f"{encoding}: the file is UTF-8, give --encoding utf-8")
+        data = data[len(_BOM):]
+    enc = "utf-8" if utf8 else encoding
+    try:
+        return data.decode(enc)
+    except LookupError:
+        raise ConfigError("--encoding", f"unknown encoding {encoding!r}") from None
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        start = data.rfind(b"\n", 0, e.start) + 1
+        prefix = data[start:e.start].decode(enc, "replace")
+        header = next(csv.reader([data.split(b"\n", 1)[0].decode(enc, "replace")], delimiter=delimiter), [])
+        index = max(0, len(next(csv.reader([prefix + "x"], delimiter=delimiter), [""])) - 1)
+        column = header[index].strip() if index < len(header) else f"#{index + 1}"
+        raise ConfigError(option, f"{path}: line {line}, column {column!r}: byte {data[e.start:e.start + 1]!r} is "
+                                  f"not valid {encoding} (mixed encodings? convert the file, or give the right "
+                                  "--encoding)") from None
+
+
 def read_records_csv(path: Path, *, mapping: Mapping[str, str], id_column: str = "id", encoding: str = "utf-8",
-                     key_prefix: str = "", extra: Mapping[str, Any] | None = None) -> list[Record]:
+                     key_prefix: str = "", extra: Mapping[str, Any] | None = None, delimiter: str = ",",
+                     strict: bool = False) -> list[Record]:
     """Read records from a CSV file.
 
     Args:
         mapping: role -> column (roles as in :data:`RECORD_ROLES`); unmapped roles are absent.
-        id_column: the id column. encoding: file encoding (undecodable bytes are replaced).
+        id_column: the id column. encoding: file encoding.
         key_prefix: prepended to each id to make keys unique across files (e.g. ``"abt:"``).
         extra: constant fields added to every record (e.g. ``{"source": "abt"}``).
+        delimiter: the field separator (one character, e.g. ``","`` or ``"%"``).
+        strict: decode strictly (:func:`decode_csv`) and reject an empty or repeated id; when False
+            (the shipped data sets), undecodable bytes are replaced.
 
     Raises:
-        ConfigError: (key ``--id`` / ``--map``) when a named column is not in the file.
+        ConfigError: (key ``--id`` / ``--map`` / ``--records``) naming the file, line and column: a
+            named column is not in the header; with ``strict``, an empty id, an id already seen (and
+            where), or bytes that are not valid in ``encoding``.
     """
-    with path.open(newline="", encoding=encoding, errors="replace") as f:
-        reader = csv.DictReader(f)
-        cols = set(reader.fieldnames or [])
-        if id_column not in cols:
-            raise ConfigError("--id", f"{path.name} has no column {id_column!r} (columns: {sorted(cols)})")
-        for role, col in mapping.items():
-            if col not in cols:
-                raise ConfigError("--map", f"{path.name} has no column {col!r} for {role} (columns: {sorted(cols)})")
-        out = []
-        for row in reader:
-            fields: dict[str, Any] = {role: (row.get(col) or None) for role, col in mapping.items()}
-            fields |= dict(extra or {})
-            out.append(Record(f"{key_prefix}{row[id_column].strip()}", fields))
-        return out
+    if strict:
+        text = decode_csv(path, encoding, delimiter)
+    else:
+        with path.open(newline="", encoding=encoding, errors="replace") as f:
+            text = f.read()
+    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
+    cols = [c.strip() if c else c for c in (reader.fieldnames or [])]
+    reader.fieldnames = cols
+    if id_column not in cols:
+        raise ConfigError("--id", f"{path}: line 1: no column {id_column!r} (columns: {cols})")
+    for role, col in mapping.items():
+        if col not in cols:
+            raise ConfigError("--map", f"{path}: line 1: no column {col!r} for {role} (columns: {cols})")
+    out = []
+    seen: dict[str, int] = {}
+    for row in reader:
+        rid = (row.get(id_column) or "").strip()
+        if strict:
+            if not rid:
+                raise ConfigError("--id", f"{path}: line {reader.line_num}, column {id_column!r}: empty id")
+            if rid in seen:
+                raise ConfigError("--id", f"{path}: line {reader.line_num}, column {id_column!r}: id {rid!r} "
+                                          f"already on line {seen[rid]}")
+            seen[rid] = reader.line_num
+        fields: dict[str, Any] = {role: (row.get(col) or None) for role, col in mapping.items()}
+        fields |= dict(extra or {})
+        out.append(Record(f"{key_prefix}{rid}", fields))
+    return out
 
 
-def read_pairs_csv(path: Path, *, encoding: str = "utf-8", prefixes: tuple[str, str] = ("", "")) -> set[tuple[str, str]]:
-    """True pairs from a two-column CSV (header row first); returned as sorted key tuples."""
-    with path.open(newline="", encoding=encoding, errors="replace") as f:
-        reader = csv.reader(f)
+def read_pairs_csv(path: Path, *, encoding: str = "utf-8", prefixes: tuple[str, str] = ("", ""),
+                   delimiter: str = ",") -> set[tuple[str, str]]:
+    """True pairs from a two-column CSV (header row first); returned as sorted key tuples.
+
+    ``prefixes`` are prepended to the first and second column's ids (to match the keys of
+    :func:`read_records_csv`'s ``key_prefix``). A UTF-8 byte-order mark is ignored.
+    """
+    with path.open(newline="", encoding="utf-8-sig" if encoding.lower().replace("_", "-") in _UTF8 else encoding,
+                   errors="replace") as f:
+        reader = csv.reader(f, delimiter=delimiter)
         next(reader, None)
         pairs = set()
         for row in reader:

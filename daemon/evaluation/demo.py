@@ -25,7 +25,7 @@ from daemon.logs import configure_logging
 from daemon.ops.migrate import upgrade
 from daemon.db.throwaway import ThrowawayPostgres
 from daemon.db.queries import query
-from daemon.evaluation.evaluate import PRODUCT_PROFILE, evaluate
+from daemon.evaluation.evaluate import evaluate
 from daemon.service import build_indexer, build_worker, opened_backend
 
 TABLE = "public.ads"
@@ -162,7 +162,7 @@ def run_demo(*, data_dir: str | None = None, limit: int | None = None, dsn: str 
         settings = settings_from_mapping({
             "database": {"dsn": dsn}, "source": {"create_reference_table": True},
             "daemon": {"poll_interval_s": 1.0, "batch_size": 1000},
-            "index": {"backend": backend or "postgres"}, **PRODUCT_PROFILE,
+            "index": {"backend": backend or "postgres"}, "dedup": {"profile": "products"},
         }, env={})
         with psycopg.connect(dsn, autocommit=True) as c:
             present = c.execute(query("table_exists"), {"name": TABLE}).fetchone()
@@ -180,7 +180,7 @@ def run_demo(*, data_dir: str | None = None, limit: int | None = None, dsn: str 
             server.stop()
     _say("\nevaluation: the real pipeline on the same data in a fresh throwaway database, flags and clusters "
          "compared with the true pairs (nearsync evaluate)...")
-    report = evaluate(ds, backend=backend or "postgres", progress=False)
+    report = evaluate(ds, profile="products", backend=backend or "postgres", progress=False)
     _print_report(report)
     return 0
 

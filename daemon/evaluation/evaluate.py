@@ -1,12 +1,17 @@
 """``nearsync evaluate``: precision/recall/F1 of the real pipeline on any labelled data set.
 
 The records are loaded into a throwaway PostgreSQL as ads (in file order, so the first listed is
-the earliest), the real indexing daemon and dedup worker run over them (no shortcut), and the
-flags and clusters they write are compared with the true pairs:
+the earliest), the real indexing daemon and dedup worker run over them (no shortcut) with the
+settings ``nearsync dedup`` would use -- a named profile (:mod:`daemon.profiles`, default
+``classified``: the daemon's defaults) with a settings file's ``[signatures]`` / ``[dedup]`` on top
+-- and the flags and clusters they write are compared with the true pairs:
 
-* pair precision/recall/F1 for ``duplicate`` alone and for ``duplicate ∪ potential_duplicate``:
-  predicted pairs are the pairs inside each cluster (for ``duplicate`` alone, among the original
-  and its ``duplicate``-flagged members); true pairs are the transitive closure of the given pairs;
+* pair precision/recall/F1 for ``duplicate`` alone and for ``duplicate ∪ potential_duplicate``,
+  counted two ways: pairs inside each cluster (for ``duplicate`` alone, among the original and its
+  ``duplicate``-flagged members) and record → original (each flag's record with the original it
+  names: what a moderator sees); true pairs are the transitive closure of the given pairs;
+* candidate recall (share of true pairs the worker ever compared) and candidates per record, so a
+  blocking miss and a scoring miss can be told apart;
 * cluster metrics: B-cubed precision/recall/F1 (Bagga & Baldwin 1998) and the adjusted Rand index
   (Hubert & Arabie 1985), every record not in a cluster counting as a singleton;
 * with a source column, the same pair figures over cross-source pairs only (clean-clean ER);
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import dataclasses
 import itertools
 import json
 import sys
@@ -30,6 +36,9 @@ from typing import Any
 import psycopg
 
 from daemon.config import Settings, settings_from_mapping
+from daemon.dedup.settings import DedupOptions, dedup_options
+from daemon.profiles import DEFAULT_PROFILE, PROFILES, merged
+from daemon.signatures import SignatureParams
 from daemon.errors import ConfigError
 from daemon.evaluation.datasets import Dataset, Record, read_pairs_csv, read_records_csv
 from daemon.evaluation.loader import copy_ads, key_to_id
@@ -39,31 +48,25 @@ from daemon.db.throwaway import ThrowawayPostgres
 from daemon.db.queries import query
 from daemon.service import build_indexer, build_worker, opened_backend
 
-#: The dedup/signature profile for product listings used by the demo and by default here: model
-#: numbers are candidate keys of their own (products have no location), one-to-one matching
-#: across sources, global scope. Shops write their own descriptions and set their own prices, so
-#: for listings from independent sources the body and the price are positive evidence only (a
-#: shared description or an equal price raises the score; a different one does not lower it).
-PRODUCT_PROFILE: dict[str, Any] = {
-    "signatures": {"super": {"rules": [["model"], ["title"]], "title_tokens": 4}},
-    "dedup": {"enabled": True, "scope": "global", "candidate_cap": 50,
-              "fields": {"models": {"metric": "exact", "weight": 4.0, "partial": 0.9, "ignore_quantities": True,
-                                    "common_prefix": False},
-                         "body": {"metric": "jaccard", "weight": 1.0, "evidence": "positive"},
-                         "price": {"metric": "price", "weight": 1.0, "tolerance": 0.3, "evidence": "positive"}}},
-}
+PRODUCT_PROFILE: dict[str, Any] = PROFILES["products"]
+"""The ``products`` profile's settings (:data:`daemon.profiles.PROFILES`), kept under this name for the demo."""
 
 
 def load_labelled(records: list[str], pairs: str, *, mapping: dict[str, str], id_column: str, encoding: str,
-                  source_column: str | None) -> Dataset:
+                  source_column: str | None, delimiter: str = ",") -> Dataset:
     """Read one or more records CSVs and a true-pairs CSV into a :class:`Dataset`.
 
-    ``source_column`` ``"@file"`` takes each file's stem as the source (e.g. Abt / Buy).
+    ``source_column`` ``"@file"`` takes each file's stem as the source (e.g. Abt / Buy). Ids must be
+    unique within a file. When two files use the same ids (each numbered from 0, as DBLP-ACM's
+    are), keys become ``<file stem>:<id>`` and the pairs CSV's first column names ids of the first
+    file, its second column ids of the second (which needs exactly two files).
 
     Raises:
-        ConfigError: a named column is missing (key ``--id`` / ``--map`` / ``--source-column``).
+        ConfigError: naming the file, line and column: a named column is missing (key ``--id`` /
+            ``--map`` / ``--source-column``), an empty or repeated id, bytes invalid in ``encoding``,
+            a BOM with a non-UTF-8 encoding; or ids shared by more than two files.
     """
-    recs: list[Record] = []
+    per_file: list[list[Record]] = []
     for path in records:
         m = dict(mapping)
         extra: dict[str, Any] = {}
@@ -71,13 +74,32 @@ def load_labelled(records: list[str], pairs: str, *, mapping: dict[str, str], id
             extra["source"] = Path(path).stem
         elif source_column:
             m["source"] = source_column
-        recs += read_records_csv(Path(path), mapping=m, id_column=id_column, encoding=encoding, extra=extra)
-    keys = [r.key for r in recs]
+        try:
+            per_file.append(read_records_csv(Path(path), mapping=m, id_column=id_column, encoding=encoding,
+                                             extra=extra, delimiter=delimiter, strict=True))
+        except ConfigError as e:
+            if source_column and source_column != "@file" and e.key == "--map" and repr(source_column) in e.message:
+                raise ConfigError("--source-column", e.message) from None
+            raise
+    keys = [r.key for part in per_file for r in part]
+    prefixes = ("", "")
     if len(set(keys)) != len(keys):
-        dup = next(k for k, n in Counter(keys).items() if n > 1)
-        raise ConfigError("--id", f"id {dup!r} occurs more than once across the records files")
-    present = set(keys)
-    truth = {p for p in read_pairs_csv(Path(pairs), encoding=encoding) if p[0] in present and p[1] in present}
+        if len(per_file) != 2:
+            dup = next(k for k, n in Counter(keys).items() if n > 1)
+            raise ConfigError("--records", f"id {dup!r} occurs in more than one records file; files that share ids "
+                                           "are only supported two at a time (the pairs CSV's columns then follow "
+                                           "the files' order)")
+        stems = [Path(p).stem for p in records]
+        if stems[0] == stems[1]:
+            stems = [f"{stems[0]}#1", f"{stems[1]}#2"]
+        prefixes = (f"{stems[0]}:", f"{stems[1]}:")
+        for part, prefix in zip(per_file, prefixes, strict=True):
+            for r in part:
+                r.key = prefix + r.key
+    recs = [r for part in per_file for r in part]
+    present = {r.key for r in recs}
+    truth = {p for p in read_pairs_csv(Path(pairs), encoding=encoding, prefixes=prefixes, delimiter=delimiter)
+             if p[0] in present and p[1] in present}
     return Dataset(Path(records[0]).stem, recs, truth)
 
 
@@ -102,9 +124,17 @@ def _prf(pred: set[tuple[str, str]], true: set[tuple[str, str]]) -> dict[str, An
 async def _run_pipeline(settings: Settings, ds: Dataset, *, progress: bool) -> dict[str, Any]:
     """Load, index, dedup; returns raw results keyed by record key."""
     t0 = time.perf_counter()
+    compared: set[tuple[str, str]] = set()
+    per_record: dict[str, int] = {}
+
+    def observe(rid: str, scored: Any) -> None:
+        per_record[rid] = len(scored)  # the last lookup of a record counts (a record may be re-queued)
+        compared.update((sc.a, sc.b) for sc in scored)
+
     async with opened_backend(settings) as backend:
         indexer = await build_indexer(settings, backend)
         worker = await build_worker(settings, backend)
+        worker.handler.observer = observe  # type: ignore[attr-defined]
         tasks = [asyncio.create_task(indexer.loop.run()), asyncio.create_task(worker.run())]
         await indexer.loop.ready.wait()
         await worker.ready.wait()
@@ -139,7 +169,9 @@ async def _run_pipeline(settings: Settings, ds: Dataset, *, progress: bool) -> d
             worker.stop()
             await asyncio.gather(*tasks, return_exceptions=True)
     return {"wall_s": wall, "flags": flags, "clusters": dict(clusters), "links": links,
-            "pairs_examined": worker.totals.get("pairs", 0)}
+            "pairs_examined": worker.totals.get("pairs", 0),
+            "compared": {tuple(sorted((key_of[a], key_of[b]))) for a, b in compared if a in key_of and b in key_of},
+            "candidates_per_record": sum(per_record.values()) / max(1, len(per_record))}
 
 
 def _baselines(ds: Dataset, truth: set[tuple[str, str]], source: dict[str, Any], cross: bool) -> dict[str, Any]:
@@ -168,17 +200,82 @@ def _baselines(ds: Dataset, truth: set[tuple[str, str]], source: dict[str, Any],
     }
 
 
-def evaluate(ds: Dataset, *, settings_overrides: dict[str, Any] | None = None, dsn: str | None = None,
-             backend: str = "postgres", out_dir: str | None = None, baselines: bool = True,
+def evaluation_mapping(ds: Dataset, *, profile: str = DEFAULT_PROFILE, config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``[signatures]`` / ``[dedup]`` settings ``evaluate`` runs ``ds`` with: what ``nearsync
+    dedup`` would run with ``[dedup] profile = profile`` and the ``config`` file's tables on top.
+
+    Only what the data dictates is added: ``dedup.enabled`` (the indexer must queue records);
+    ``scope = "global"`` when the records carry no ``user`` and neither the profile nor ``config``
+    sets a scope other than the default (records without a user would all share the empty user
+    anyway; the report then says what was run); with a source column,
+    ``best_match_per_source`` and ``cross_source_only`` (each source lists an item once) unless
+    ``config`` sets them.
+
+    Args:
+        profile: a name of :data:`daemon.profiles.PROFILES`. config: a parsed settings file (its
+            ``signatures`` and ``dedup`` tables are used).
+    Returns:
+        ``{"signatures": {...}, "dedup": {...}}`` in settings-file shape (``dedup.profile`` set).
+    """
+    config = config or {}
+    dedup = merged(config.get("dedup") or {}, {"profile": profile, "enabled": True})
+    effective_scope = dedup.get("scope", PROFILES[profile]["dedup"].get("scope", "user"))
+    if effective_scope == "user" and not any(r.fields.get("user") for r in ds.records):
+        dedup["scope"] = "global"
+    if any(r.fields.get("source") for r in ds.records):
+        dedup.setdefault("best_match_per_source", True)
+        dedup.setdefault("cross_source_only", True)
+    return {"signatures": dict(config.get("signatures") or {}), "dedup": dedup}
+
+
+def effective_settings(settings: Settings) -> dict[str, Any]:
+    """Every effective ``[dedup]`` and ``[signatures]`` setting (defaults filled in), JSON-ready.
+
+    Raises:
+        ConfigError: an invalid setting (its key named).
+    """
+    opts: DedupOptions = dedup_options(settings)
+    sc = opts.scoring
+    dedup = {"profile": settings.profile, "enabled": opts.enabled, "scope": sc.scope, "min_match": opts.min_match,
+             "candidate_cap": sc.candidate_cap, "best_match_per_source": opts.best_match_per_source,
+             "cross_source_only": opts.cross_source_only, "max_component": opts.max_component,
+             "duplicate_threshold": sc.duplicate_threshold, "potential_threshold": sc.potential_threshold,
+             "strong_negative_cap": sc.strong_negative_cap,
+             "fields": {f.name: {"metric": f.metric, "weight": f.weight, "evidence": f.evidence, **dict(f.params)}
+                        for f in sc.fields},
+             "cluster": dataclasses.asdict(sc.cluster)}
+    for f in dataclasses.fields(opts):  # worker keys added later are reported too
+        if f.name != "scoring" and f.name not in dedup:
+            dedup[f.name] = getattr(opts, f.name)
+    params = SignatureParams.from_mapping(settings.signatures)
+    sig = {k: v for k, v in dataclasses.asdict(params).items() if not k.startswith("_")}
+    sig["fields"] = {name: dataclasses.asdict(o) for name, o in params.fields}
+    sig["lsh_bands_rows"] = list(params.bands_rows)
+    sig["fingerprint"] = params.fingerprint()
+    return {"dedup": dedup, "signatures": json.loads(json.dumps(sig, default=list))}
+
+
+def evaluate(ds: Dataset, *, profile: str = DEFAULT_PROFILE, config: dict[str, Any] | None = None,
+             dsn: str | None = None, backend: str = "postgres", out_dir: str | None = None, baselines: bool = True,
              progress: bool = True, index_options: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Run the pipeline on ``ds`` and return the report (JSON-serialisable); see the module docstring."""
-    cfg: dict[str, Any] = json.loads(json.dumps(PRODUCT_PROFILE))
+    """Run the pipeline on ``ds`` as ``nearsync dedup`` would with ``profile`` and ``config``
+    (:func:`evaluation_mapping`) and return the report (JSON-serialisable).
+
+    Report keys: ``profile``, ``settings`` (:func:`effective_settings`); pair figures against the
+    transitive closure of the true pairs, each ``{precision, recall, f1, predicted_pairs,
+    true_pairs}``: ``duplicate`` / ``duplicate_or_potential`` (every pair inside a cluster, the
+    cluster's ``duplicate`` core for the first) and ``record_to_original`` (the pairs a moderator
+    sees: each flagged record with the original its flag names); ``candidates``: distinct pairs
+    ever compared, candidates scored per record, and **candidate recall** (share of true pairs
+    that were compared at least once: a true pair missed with recall short of it is a blocking
+    miss, one compared but not predicted is a scoring or clustering miss); ``clusters`` (B-cubed,
+    ARI); ``cross_source`` with a source column; ``baselines``; wall time.
+
+    Raises:
+        ConfigError: an invalid setting. PgServerError: the throwaway server cannot start.
+    """
+    cfg = evaluation_mapping(ds, profile=profile, config=config)
     has_source = any(r.fields.get("source") for r in ds.records)
-    if has_source:
-        cfg["dedup"]["best_match_per_source"] = True
-        cfg["dedup"]["cross_source_only"] = True
-    for section, values in (settings_overrides or {}).items():
-        cfg.setdefault(section, {}).update(values)
     server = None
     try:
         if dsn is None:
@@ -188,6 +285,7 @@ def evaluate(ds: Dataset, *, settings_overrides: dict[str, Any] | None = None, d
             "database": {"dsn": dsn}, "source": {"create_reference_table": True},
             "daemon": {"poll_interval_s": 0.5, "batch_size": 500},
             "index": {"backend": backend, **(index_options or {})}, **cfg}, env={})
+        effective = effective_settings(settings)
         upgrade(settings)
         raw = asyncio.run(_run_pipeline(settings, ds, progress=progress))
     finally:
@@ -203,21 +301,29 @@ def evaluate(ds: Dataset, *, settings_overrides: dict[str, Any] | None = None, d
         core = [m for m in members if m not in raw["flags"] or raw["flags"][m]["flag"] == "duplicate"]
         dup_groups.append(core)
     pred_dup = _pairs_of_groups(dup_groups)
+    position = {r.key: i for i, r in enumerate(ds.records)}
+    to_orig_all = {k: f["original"] for k, f in raw["flags"].items() if f["original"]}
+    to_orig_dup = {k: o for k, o in to_orig_all.items() if raw["flags"][k]["flag"] == "duplicate"}
     pred_cluster = {k: cid for cid, members in raw["clusters"].items() for k in members}
     true_cluster = {k: f"t{label}" for k, label in clusters_from_pairs(truth).items()}
     all_keys = [r.key for r in ds.records]
     pc = {k: pred_cluster.get(k, f"p:{k}") for k in all_keys}
     tc = {k: true_cluster.get(k, f"s:{k}") for k in all_keys}
     b3 = bcubed(pc, tc)
+    compared = raw["compared"]
     report: dict[str, Any] = {
         "dataset": ds.name, "records": len(ds.records), "true_pairs_given": len(ds.pairs),
-        "true_pairs_closure": len(truth), "backend": backend,
-        "settings": {"dedup": cfg["dedup"], "signatures": cfg.get("signatures", {})},
+        "true_pairs_closure": len(truth), "backend": backend, "profile": settings.profile,
+        "settings": effective,
         "duplicate": _prf(pred_dup, truth),
         "duplicate_or_potential": _prf(pred_all, truth),
+        "record_to_original": {"duplicate": _flag_prf(to_orig_dup, truth, position),
+                               "duplicate_or_potential": _flag_prf(to_orig_all, truth, position)},
+        "candidates": _candidates(compared, truth, raw["candidates_per_record"]),
         "clusters": {"count": len(groups), "bcubed_precision": round(b3.precision, 4),
                      "bcubed_recall": round(b3.recall, 4), "bcubed_f1": round(b3.f1, 4),
-                     "adjusted_rand_index": round(adjusted_rand_index(pc, tc), 4)},
+                     "adjusted_rand_index": round(adjusted_rand_index(pc, tc), 4),
+                     "largest": max((len(g) for g in groups), default=0)},
         "candidate_pairs_examined": raw["pairs_examined"],
         "links_stored": len(raw["links"]),
         "flags": {"duplicate": sum(1 for f in raw["flags"].values() if f["flag"] == "duplicate"),
@@ -227,7 +333,12 @@ def evaluate(ds: Dataset, *, settings_overrides: dict[str, Any] | None = None, d
     if has_source:
         tx = _cross(truth, source)
         report["cross_source"] = {"duplicate": _prf(_cross(pred_dup, source), tx),
-                                  "duplicate_or_potential": _prf(_cross(pred_all, source), tx)}
+                                  "duplicate_or_potential": _prf(_cross(pred_all, source), tx),
+                                  "record_to_original": {
+                                      "duplicate": _flag_prf(to_orig_dup, tx, position),
+                                      "duplicate_or_potential": _flag_prf(to_orig_all, tx, position)},
+                                  "candidates": _candidates(_cross(compared, source), tx,
+                                                            raw["candidates_per_record"])}
     if baselines:
         t0 = time.perf_counter()
         report["baselines"] = _baselines(ds, _cross(truth, source) if has_source else truth, source, has_source)
@@ -239,6 +350,29 @@ def evaluate(ds: Dataset, *, settings_overrides: dict[str, Any] | None = None, d
         report["out"] = str(out_dir)
     report["_examples"] = _examples(ds, raw, truth)
     return report
+
+
+def _flag_prf(flags: dict[str, str], truth: set[tuple[str, str]], position: dict[str, int]) -> dict[str, Any]:
+    """Record -> original figures (what a moderator sees): a flag is right when its record and the
+    original it names are a true pair; precision = right flags / flags, recall = right flags /
+    records that have an earlier true duplicate (load order is creation order), so a record of a
+    true group of three counts once, whichever earlier member its flag names."""
+    earlier: dict[str, int] = {}
+    for a, b in truth:
+        later = a if position.get(a, -1) > position.get(b, -1) else b
+        earlier[later] = 1
+    right = sum(1 for k, o in flags.items() if tuple(sorted((k, o))) in truth)
+    p = right / len(flags) if flags else 1.0
+    r = right / len(earlier) if earlier else 1.0
+    return {"precision": round(p, 4), "recall": round(r, 4), "f1": round(2 * p * r / (p + r), 4) if p + r else 0.0,
+            "flags": len(flags), "records_with_an_earlier_duplicate": len(earlier)}
+
+
+def _candidates(compared: set[tuple[str, str]], truth: set[tuple[str, str]], per_record: float) -> dict[str, Any]:
+    """Blocking figures: distinct pairs compared, candidates per record, candidate recall."""
+    hit = len(truth & compared)
+    return {"pairs_compared": len(compared), "per_record": round(per_record, 2),
+            "true_pairs_compared": hit, "candidate_recall": round(hit / len(truth), 4) if truth else 1.0}
 
 
 def _examples(ds: Dataset, raw: dict[str, Any], truth: set[tuple[str, str]], n: int = 3) -> list[dict[str, Any]]:
@@ -268,6 +402,7 @@ def _write_out(out: Path, ds: Dataset, raw: dict[str, Any], pred: set[tuple[str,
     def title(k: str) -> Any:
         return by_key[k].fields.get("title") if k in by_key else None
 
+    compared = raw.get("compared", set())
     with (out / "links.csv").open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["a", "b", "score", "flag_of_b", "in_cluster_pairs", "true", "summary", "reasons", "a_title", "b_title"])
@@ -278,10 +413,10 @@ def _write_out(out: Path, ds: Dataset, raw: dict[str, Any], pred: set[tuple[str,
     for name, pairs in (("false_positives.csv", pred - truth), ("false_negatives.csv", truth - pred)):
         with (out / name).open("w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["a", "b", "linked_score", "summary", "a_title", "b_title"])
+            w.writerow(["a", "b", "linked_score", "compared", "summary", "a_title", "b_title"])
             for a, b in sorted(pairs):
                 s, summ, _ = link_of.get((a, b), ("", "", None))
-                w.writerow([a, b, s, summ, title(a), title(b)])
+                w.writerow([a, b, s, (a, b) in compared, summ, title(a), title(b)])
 
 
 FEEDBACK_COLUMNS = ("a", "b", "label", "decided_by", "decided_at", "score")

@@ -6,7 +6,9 @@ mean, so that a long field cannot dominate. Fields missing on either side carry 
 are skipped and the remaining weights renormalised. Identifier fields (model numbers, phones,
 e-mails) that are present on both sides but disjoint give similarity 0 at their (high) weight --
 a strong negative signal -- and, with ``strong_negative_cap``, cap the score just below the
-duplicate threshold, so such a pair may reach a moderator but is never auto-rejected.
+duplicate threshold, so such a pair may reach a moderator but is never auto-rejected. The
+``numbers`` (conflicting sizes or versions in the titles) and ``price_gap`` metrics give only
+such evidence against (0, or no evidence at all), with the same cap.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from daemon.scoring import metrics as m
 from daemon.scoring.config import FieldSpec, ScoringConfig
 
 _TEXT_METRICS = ("jaro_winkler", "levenshtein", "token_set")
+_NEGATIVE_METRICS = ("exact", "numbers", "colours", "price_gap")
+"""Metrics whose 0 is evidence against a match: with ``strong_negative_cap`` it forbids auto-rejection."""
 _LABELS = {"models": "model number", "phones": "phone", "emails": "e-mail", "body": "text"}
 
 
@@ -94,19 +98,51 @@ def field_similarity(
     if spec.metric == "exact":
         a = a_sig[name] if isinstance(a_sig.get(name), list) else a_fields.get(name)
         b = b_sig[name] if isinstance(b_sig.get(name), list) else b_fields.get(name)
-        return m.exact_similarity(
-            a, b, partial=p["partial"], partial_min_len=p["partial_min_len"], negative=p["negative"],
-            ignore_quantities=p["ignore_quantities"], common_prefix=p["common_prefix"],
-        )
+        kw = {"partial": p["partial"], "partial_min_len": p["partial_min_len"], "negative": p["negative"],
+              "ignore_quantities": p["ignore_quantities"], "common_prefix": p["common_prefix"]}
+        if p["title_first"]:
+            ta, tb = a_fields.get("title"), b_fields.get("title")
+            if ta and tb:
+                ma, mb = m.title_models(str(ta)), m.title_models(str(tb))
+                if ma and mb:
+                    if m.codes_conflict(ma, mb, a, b, p["partial_min_len"]):
+                        return 0.0 if p["negative"] else None
+                    sim = m.exact_similarity(ma, mb, **kw)
+                    if sim == 0.0:  # one title's model is named elsewhere in the other record
+                        cross = [m.exact_similarity(ma, b, **kw), m.exact_similarity(a, mb, **kw)]
+                        sim = max([sim, *(x for x in cross if x is not None)])
+                    return sim
+        return m.exact_similarity(a, b, **kw)
     if spec.metric == "price":
         return m.price_similarity(a_fields.get(name), b_fields.get(name), p["tolerance"])
     if spec.metric == "geo":
         return m.geo_similarity(a_fields, b_fields, p["radius_m"], p["lat_key"], p["lon_key"])
+    if spec.metric == "numbers":
+        return m.numbers_conflict(a_fields.get("title"), b_fields.get("title"))
+    if spec.metric == "colours":
+        return m.colours_conflict(a_fields.get("title"), b_fields.get("title"))
+    if spec.metric == "price_gap":
+        return m.price_conflict(a_fields.get("price"), b_fields.get("price"), p["gap"])
     raise ValueError(f"unknown metric {spec.metric!r}")
+
+
+def _title_words(fields: Mapping[str, Any]) -> frozenset[str]:
+    """The words (without digits) of a record's title, as :func:`metrics.colours_conflict` sees them."""
+    return m._title_parts(str(fields.get("title") or ""))[1]
 
 
 def _detail(spec: FieldSpec, sim: float, a_fields: Mapping[str, Any], b_fields: Mapping[str, Any]) -> str:
     label = _LABELS.get(spec.name, spec.name)
+    if spec.metric == "numbers":
+        na, nb = m.title_numbers(str(a_fields["title"])), m.title_numbers(str(b_fields["title"]))
+        return f"different numbers ({' '.join(sorted(na - nb)[:2])} / {' '.join(sorted(nb - na)[:2])})"
+    if spec.metric == "colours":
+        ca = m.COLOURS & _title_words(a_fields)
+        cb = m.COLOURS & _title_words(b_fields)
+        return f"different colour ({' '.join(sorted(ca - cb)[:2])} / {' '.join(sorted(cb - ca)[:2])})"
+    if spec.metric == "price_gap":
+        a, b = float(a_fields["price"]), float(b_fields["price"])
+        return f"price gap {max(a, b) / min(a, b):.1f}x" if min(a, b) > 0 else "price gap"
     if spec.metric == "exact":
         if sim >= 1.0:
             return f"same {label}"
@@ -169,7 +205,7 @@ def score_pair(
             continue
         total_w += spec.weight
         acc += spec.weight * sim
-        if spec.metric == "exact" and sim == 0.0:
+        if spec.metric in _NEGATIVE_METRICS and sim == 0.0:
             negative = True
     # Positive-only fields, most similar first, enter while each raises the mean (so the score is
     # monotone in every similarity and never lowered by such a field); the others are listed as

@@ -16,7 +16,7 @@ Settings shape (all optional; ``ScoringConfig.from_mapping({})`` gives the defau
         title: {metric: token_set, weight: 3}
         price: {metric: price, weight: 1, tolerance: 0.3}
         body: {metric: jaccard, weight: 1, evidence: positive}   # counts only when it raises the score
-      cluster: {max_size: 50, min_density: 0.3, resolution: 1.0, seed: 42}
+      cluster: {method: average, max_size: 50, min_density: 0.3, resolution: 1.0, seed: 42}
 """
 
 from __future__ import annotations
@@ -46,30 +46,62 @@ METRIC_PARAMS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
         # partial: similarity given when one value is a prefix of another of >= partial_min_len
         # characters (e.g. "FS105" / "FS105NA"), 0 disables; negative: disjoint -> 0 (else None).
         # ignore_quantities: drop "1080p", "120hz"-like values (see metrics.is_quantity).
+        # title_first: when both titles carry model numbers, compare those (a body may name
+        # compatible products; the title names the one for sale); titles that disagree still match
+        # when one title's model number is named anywhere in the other record (a typo in a title).
         "exact": MappingProxyType(
             {"partial": 0.0, "partial_min_len": 4, "negative": True, "ignore_quantities": False,
-             "common_prefix": True}
+             "common_prefix": True, "title_first": False}
         ),
         # Relative price difference |a-b| / max(a, b): 1 when equal, 0 at `tolerance` and beyond.
         "price": MappingProxyType({"tolerance": 0.3}),
         # Haversine distance between (lat_key, lon_key): 1 at 0 m, 0 at `radius_m` and beyond.
         "geo": MappingProxyType({"radius_m": 2000.0, "lat_key": "lat", "lon_key": "lon"}),
+        # Evidence against only (0 or no evidence): the titles' numbers conflict (metrics.numbers_conflict).
+        "numbers": MappingProxyType({}),
+        # Evidence against only: the titles name different colours (metrics.colours_conflict).
+        "colours": MappingProxyType({}),
+        # Evidence against only: the prices differ by `gap` or more (relative; metrics.price_conflict).
+        "price_gap": MappingProxyType({"gap": 0.5}),
     }
 )
 
 SCOPES = ("user", "group", "category", "global")
+CLUSTER_METHODS = ("average", "leiden")
+"""Values of ``cluster.method`` (see :class:`ClusterConfig`)."""
 EVIDENCE = ("both", "positive")
 """Values of a field's ``evidence`` setting (see :class:`FieldSpec`)."""
 
 #: Default fields, tuned by reasoning for classified ads and product listings (see module docs
 #: of :mod:`daemon.scoring.combine`): the model number is the strongest evidence, then the title.
+#:
+#: Evidence against a match, with its stated weight (a conflict enters the weighted mean as a
+#: similarity of 0 at that weight and, with ``strong_negative_cap``, forbids auto-rejection):
+#:
+#: * ``models`` (4.0): both titles name model numbers (or all-digit catalogue numbers) and each
+#:   has one the other lacks, neither equal nor a prefix variant
+#:   (``FS105`` / ``FS105NA`` is one product, ``CSIA4BK`` / ``CSIA4C`` two colours, ``MB565LL``
+#:   / ``MB913LL`` two products); the titles' own model numbers are compared when both have some
+#:   (``title_first``), since a body may name compatible products, unless one title's model number
+#:   is named anywhere in the other record;
+#: * ``numbers`` (2.0): the titles' sizes, capacities or versions conflict (``40'`` / ``46'``,
+#:   ``120GB`` / ``16GB``, ``Passport 8500`` / ``9500ci``): a product line's other item;
+#: * ``colours`` (3.0): otherwise equal titles name different colours (``Black`` / ``Red``): a
+#:   colour is part of the item, nearly as telling as a model number;
+#: * ``price_gap`` (2.0): one price at most half the other: not the same item at the same terms.
+#:
+#: With title 0.95 and body 0.5 alike, one such conflict takes a pair from 84 to about 56 (not
+#: flagged); a conflict-free pair is unaffected.
 DEFAULT_FIELDS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
     {
         "title": {"metric": "token_set", "weight": 3.0},
         "models": {
             "metric": "exact", "weight": 4.0, "partial": 0.9, "partial_min_len": 4,
-            "ignore_quantities": True,
+            "ignore_quantities": True, "common_prefix": False, "title_first": True,
         },
+        "numbers": {"metric": "numbers", "weight": 2.0},
+        "colours": {"metric": "colours", "weight": 3.0},
+        "price_gap": {"metric": "price_gap", "weight": 2.0, "gap": 0.5},
         "body": {"metric": "jaccard", "weight": 1.0},
         "phones": {"metric": "exact", "weight": 1.5},
         "emails": {"metric": "exact", "weight": 1.5},
@@ -112,12 +144,17 @@ class ClusterConfig:
             (0-1).
         resolution: Leiden resolution parameter (> 0; higher gives smaller communities).
         seed: random seed of the community detection (deterministic output).
+        method: ``"average"`` (default): average-link clustering stopped at the potential
+            threshold, so records do not chain (:func:`daemon.dedup.clusters.average_link_clusters`;
+            ``max_size`` bounds a cluster, the other keys are unused); ``"leiden"``: union-find
+            components split by Leiden when larger than ``max_size`` or sparser than ``min_density``.
     """
 
     max_size: int = 50
     min_density: float = 0.3
     resolution: float = 1.0
     seed: int = 42
+    method: str = "average"
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,7 +322,9 @@ def _parse_field(name: str, entry: Mapping[str, Any], prefix: str) -> FieldSpec:
             value = _number(entry, pname, pdefault, prefix, lo=0.0, hi=1.0)
         elif pname == "partial_min_len":
             value = _integer(entry, pname, pdefault, prefix, lo=1)
-        elif pname in ("negative", "ignore_quantities"):
+        elif pname == "gap":
+            value = _number(entry, pname, pdefault, prefix, lo=0.0, hi=1.0, lo_open=True)
+        elif pname in ("negative", "ignore_quantities", "common_prefix", "title_first"):
             if not isinstance(value, bool):
                 raise ConfigError(key, f"must be a boolean, got {value!r}")
         elif pname in ("tolerance", "radius_m"):
@@ -301,8 +340,12 @@ def _parse_cluster(raw: Any, prefix: str) -> ClusterConfig:
     if raw is None:
         return ClusterConfig()
     _require_mapping(raw, prefix)
-    _reject_unknown(raw, {"max_size", "min_density", "resolution", "seed"}, prefix)
+    _reject_unknown(raw, {"max_size", "min_density", "resolution", "seed", "method"}, prefix)
+    method = raw.get("method", "average")
+    if method not in CLUSTER_METHODS:
+        raise ConfigError(f"{prefix}.method", f"must be one of {', '.join(CLUSTER_METHODS)}, got {method!r}")
     return ClusterConfig(
+        method=method,
         max_size=_integer(raw, "max_size", 50, prefix, lo=2),
         min_density=_number(raw, "min_density", 0.3, prefix, lo=0.0, hi=1.0),
         resolution=_number(raw, "resolution", 1.0, prefix, lo=0.0, lo_open=True),

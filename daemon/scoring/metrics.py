@@ -15,11 +15,13 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from functools import lru_cache
+
 from rapidfuzz import fuzz
 from rapidfuzz.distance import JaroWinkler, Levenshtein
 from rapidfuzz.utils import default_process
 
-from daemon.signatures import bottomk_jaccard, hamming, jaccard_from_minhash
+from daemon.signatures import bottomk_jaccard, hamming, jaccard_from_minhash, model_numbers, normalise_text, words
 
 EARTH_RADIUS_M = 6_371_008.8
 
@@ -310,3 +312,172 @@ def geo_similarity(
     if pa is None or pb is None:
         return None
     return max(0.0, 1.0 - haversine_m(*pa, *pb) / radius_m)
+
+
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+MAX_NUMBER_DIGITS = 4
+"""Longer digit runs (part numbers, UPCs, phone numbers) are identifiers, not sizes or versions."""
+OTHERWISE_EQUAL = 0.75
+"""Share of the shorter title's words (numbers aside) the longer one must hold for a number conflict
+to count: the titles are otherwise equal, as a seller's ads for two sizes of one line are, while
+two shops' titles of one product, worded apart, carry different specs (``Series 8`` / ``1080p``)."""
+
+
+def _canonical_number(text: str) -> str:
+    """``"007"`` -> ``"7"``, ``"2.0"`` -> ``"2"``, ``"14.70"`` -> ``"14.7"``."""
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return text.lstrip("0") or "0"
+
+
+_DIGIT_CODE = re.compile(r"\d{5,12}")
+
+
+@lru_cache(maxsize=65_536)
+def title_models(title: str) -> frozenset[str]:
+    """The codes of a title alone: its model numbers (:func:`daemon.signatures.model_numbers` of the
+    normalised title) and its all-digit catalogue numbers of 5 to 12 digits (``3780001``): the
+    product the listing is about, whereas a body may name compatible products too."""
+    norm = normalise_text(title)
+    codes = set(model_numbers(norm))
+    for w in words(norm):
+        joined = re.sub(r"[-./]", "", w)
+        if _DIGIT_CODE.fullmatch(joined):
+            codes.add(joined)
+    return frozenset(codes)
+
+
+def _matches(x: str, ys: Any, min_len: int) -> bool:
+    """``x`` equals one of ``ys`` or one is a prefix of the other (both >= ``min_len`` characters)."""
+    return any(x == y or (min(len(x), len(y)) >= min_len and (x.startswith(y) or y.startswith(x))) for y in ys)
+
+
+def codes_conflict(a_title_codes: frozenset[str], b_title_codes: frozenset[str], a_all: Any, b_all: Any,
+                   min_len: int = 4) -> bool:
+    """Whether two titles name different products by their codes (:func:`title_models`).
+
+    True when each title has a code the other title lacks (neither equal nor a prefix variant,
+    ``FS105`` / ``FS105NA``), so a shared spec string (``CD/WMA/MP3``) does not hide two models
+    (``DEHP500UB`` / ``DEHP400UB``); False when one title's unmatched code is named anywhere in the
+    other record (``a_all`` / ``b_all``: all its model numbers, body included: a typo in a title).
+    """
+    only_a = [x for x in a_title_codes if not _matches(x, b_title_codes, min_len)]
+    only_b = [y for y in b_title_codes if not _matches(y, a_title_codes, min_len)]
+    if not only_a or not only_b:
+        return False
+    b_set, a_set = _as_set(b_all), _as_set(a_all)
+    return not (any(_matches(x, b_set, min_len) for x in only_a) or any(_matches(y, a_set, min_len) for y in only_b))
+
+
+COLOURS = frozenset((
+    "black", "white", "silver", "grey", "gray", "red", "blue", "green", "pink", "purple", "yellow", "orange",
+    "brown", "gold", "beige", "cherry", "rose", "plum", "navy", "graphite", "titanium", "bronze", "cobalt",
+    "crimson", "ivory", "cream", "teal", "champagne", "bisque", "maroon", "turquoise", "lilac", "violet",
+    "noir", "blanc", "rouge", "bleu", "vert", "gris", "argent", "jaune", "marron",
+))
+"""Colour words (English, French) recognised in titles by :func:`colours_conflict`."""
+
+
+def colours_conflict(a: Any, b: Any) -> float | None:
+    """Evidence against a match from the colours named in two otherwise equal titles.
+
+    A colour is part of the item: a seller's black and red cases, a shop's white and black
+    dishwashers are two items. Each title naming a colour the other lacks (``Black`` / ``Red``,
+    ``Cobalt/Black`` / ``Crimson/Black``) in otherwise equal titles (:data:`OTHERWISE_EQUAL`, colours
+    aside) is evidence against; a colour named by one title only is none (``Graphite Black`` /
+    ``Black``, or no colour at all).
+
+    Returns:
+        0.0 on a conflict, else None.
+    """
+    if not a or not b:
+        return None
+    wa, wb = _title_parts(str(a))[1], _title_parts(str(b))[1]
+    ca, cb = wa & COLOURS, wb & COLOURS
+    if not ca or not cb or ca <= cb or cb <= ca:
+        return None
+    pa, pb = wa - COLOURS, wb - COLOURS
+    if not pa or not pb or len(pa & pb) < OTHERWISE_EQUAL * min(len(pa), len(pb)):
+        return None
+    return 0.0
+
+
+@lru_cache(maxsize=65_536)
+def _title_parts(title: str) -> tuple[frozenset[str], frozenset[str]]:
+    """``(numbers, words)`` of a title: the numbers of :func:`title_numbers` and the set of its
+    other words (no digit in them; split at ``-./``, single letters left out)."""
+    nums: set[str] = set()
+    plain: set[str] = set()
+    for w in words(normalise_text(_THOUSANDS.sub("", title))):
+        if not any(c.isdigit() for c in w):
+            plain.update(x for x in re.split(r"[-./]", w) if len(x) > 1)
+        elif not model_numbers(w):
+            nums.update(_canonical_number(n) for n in _NUMBER.findall(w)
+                        if len(n.split(".")[0]) <= MAX_NUMBER_DIGITS)
+    return frozenset(nums), frozenset(plain)
+
+
+def title_numbers(title: str) -> frozenset[str]:
+    """The numbers of a title that are not inside a model number and have at most
+    :data:`MAX_NUMBER_DIGITS` digits before the point: sizes, capacities, versions, generations
+    (``40'``, ``120GB``, ``7th``, ``Windows 7``, ``Passport 8500``, ``9500ci``), as canonical
+    decimal strings (``"2.0"`` -> ``"2"``; ``"50,000"`` is one 5-digit number, so left out)."""
+    return _title_parts(title)[0]
+
+
+def _covered(small: frozenset[str], large: frozenset[str]) -> bool:
+    """Every number of ``small`` is in ``large``, or is the whole part of one there (``14`` for
+    ``14.7``: a rounded figure) or the other way round."""
+    whole = {n.split(".")[0] for n in large}
+    return all(n in large or n in whole or n.split(".")[0] in large for n in small)
+
+
+def numbers_conflict(a: Any, b: Any) -> float | None:
+    """Evidence against a match from the numbers of two otherwise equal titles (:func:`title_numbers`).
+
+    Two listings of one item may drop numbers (a shortened title) or add some (a spec the other
+    omits), so one number set covering the other is no evidence either way; when each title has a
+    number the other lacks (``40'`` / ``46'``, ``120GB`` / ``16GB``, ``Passport 8500`` / ``9500ci``,
+    version 7 / 8) and the titles are otherwise equal (:data:`OTHERWISE_EQUAL`), the two are other
+    sizes, capacities or versions of one product line.
+
+    Args:
+        a, b: titles (None or blank means missing).
+    Returns:
+        0.0 (evidence against) on a conflict, else None (no evidence: the field is skipped).
+    """
+    if not a or not b:
+        return None
+    (na, wa), (nb, wb) = _title_parts(str(a)), _title_parts(str(b))
+    if not na or not nb:
+        return None
+    small, large = (na, nb) if len(na) <= len(nb) else (nb, na)
+    if _covered(small, large):
+        return None
+    if not wa or not wb or len(wa & wb) < OTHERWISE_EQUAL * min(len(wa), len(wb)):
+        return None
+    return 0.0
+
+
+def price_conflict(a: Any, b: Any, gap: float = 0.5) -> float | None:
+    """Evidence against a match from a large price gap.
+
+    ``r = |a - b| / max(a, b)``; at ``r >= gap`` (default 0.5: one price at most half the other)
+    the two offers are not the same item at the same terms: a seller does not repost an ad at half
+    or twice its price, and independent shops rarely price one product 2x apart (what they do
+    differ by, a few percent, is left to the ``price`` metric).
+
+    Args:
+        a, b: prices (numbers >= 0); missing, negative or non-numeric means missing.
+        gap: relative difference (fraction in (0, 1]) from which the gap counts.
+    Returns:
+        0.0 at or beyond ``gap``, else None (no evidence).
+    """
+    x, y = _positive_number(a), _positive_number(b)
+    if x is None or y is None:
+        return None
+    top = max(x, y)
+    if top == 0.0:
+        return None
+    return 0.0 if abs(x - y) / top >= gap else None

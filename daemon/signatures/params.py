@@ -30,8 +30,12 @@ from .lsh import lsh_params
 from .simhash import block_count
 from .text import LANGUAGES, TextOptions
 
-SIGNATURE_SCHEMA_VERSION = 2
-"""Version of :meth:`Signature.to_document`'s layout; bump when a stored document changes meaning."""
+SIGNATURE_SCHEMA_VERSION = 3
+"""Version of :meth:`Signature.to_document`'s layout; bump when a stored document changes meaning.
+
+3: super tokens of a rule with an empty component degrade instead of vanishing, and every record
+carries identity keys (whole title, each model number). The fingerprint changes with it, so
+documents signed before need a ``nearsync reindex`` to be compared with new ones."""
 
 SUPER_COMPONENTS: tuple[str, ...] = ("title", "body", "geo", "model", "category", "user")
 """Field roles a super-token rule may combine."""

@@ -17,7 +17,17 @@ Components per record (each a short list of strings):
 
 Bound: a rule yields ``min(max_per_rule, ∏ len(component))`` keys (the combinations with the smallest
 key hashes when capped), so a record has at most ``len(rules) × max_per_rule`` super tokens (defaults:
-2 rules × 32). A rule with an empty component yields nothing.
+2 rules × 32), plus its :func:`identity_keys` (1 + at most 16).
+
+Optional fields never take a record out of candidate generation (a missing location or category is
+no evidence that two ads differ):
+
+* a rule with an empty component **degrades**: that component is dropped and the rule yields the
+  keys of the remaining ones, tagged with the components kept (so ``[title, geo]`` without a
+  location gives title-only keys, shared with other records that lack a location, and never
+  mistaken for a full ``[title, geo]`` key); a rule whose every component is empty yields nothing;
+* :func:`identity_keys`: the whole normalised title and every model number are keys of their own
+  whatever the rules say, so a copy with the same title or model number is always compared.
 """
 
 from __future__ import annotations
@@ -50,16 +60,40 @@ def super_tokens(
         max_per_rule: cap per rule (see the module docstring for the bound).
         seed: XXH3-64 seed.
     Returns:
-        Keys ``"t:{rule_index}:{16 hex}"``, grouped by rule, sorted by hash within a rule.
+        Keys ``"t:{rule_index}:{16 hex}"``, grouped by rule, sorted by hash within a rule. A rule
+        with empty components degrades to its non-empty ones (see the module docstring): its keys
+        then hash the names of the components kept as well.
     """
     out: list[str] = []
     for index, rule in enumerate(rules):
-        lists = [components.get(name, ()) for name in rule]
-        if not all(lists):
+        kept = [name for name in rule if components.get(name)]
+        if not kept:
             continue
+        lists = [components[name] for name in kept]
+        tag = str(index) if len(kept) == len(rule) else f"{index}-{'+'.join(kept)}"
         keys = {
-            format(hash64(_SEP.join((str(index), *combo)), seed), "016x")
+            format(hash64(_SEP.join((tag, *combo)), seed), "016x")
             for combo in product(*lists)
         }
         out.extend(f"t:{index}:{h}" for h in sorted(keys)[:max_per_rule])
+    return out
+
+
+def identity_keys(title_tokens: Sequence[str], models: Sequence[str], seed: int = 0) -> list[str]:
+    """Keys that do not depend on any rule or optional field: ``"k:t:{16 hex}"`` for the whole title
+    (the set of its normalised tokens, so a reordered or re-punctuated copy shares it) and
+    ``"k:m:{16 hex}"`` for each model number.
+
+    Args:
+        title_tokens: the title's tokens (normalised, stemmed; duplicates and order ignored).
+        models: extracted model numbers (joined lower-case forms).
+        seed: XXH3-64 seed.
+    Returns:
+        The title key first (none for a title without tokens), then one key per distinct model number.
+    """
+    out: list[str] = []
+    distinct = sorted(set(title_tokens))
+    if distinct:
+        out.append(f"k:t:{hash64(_SEP.join(('title', *distinct)), seed):016x}")
+    out.extend(f"k:m:{hash64(_SEP.join(('model', m)), seed):016x}" for m in dict.fromkeys(models))
     return out

@@ -1,0 +1,80 @@
+"""Named dedup profiles: starting points for ``[signatures]`` and ``[dedup]`` that fit a kind of data.
+
+A profile is chosen with ``[dedup] profile = "products"`` (or ``--profile products`` on the command
+line); the settings file's own ``[signatures]`` / ``[dedup]`` keys are applied on top of it, key by
+key (nested tables merged, e.g. one ``[dedup.fields.price]`` key changes only that key). The
+indexer, the dedup worker, the check API and ``nearsync evaluate`` all read the same merged
+settings, so what ``evaluate`` measures is what ``nearsync dedup`` does.
+
+* ``classified`` (the default): classified ads, where a seller reposts their own ad. The daemon's
+  defaults unchanged: candidates are looked for within one ``user``'s ads, every field is evidence
+  both ways (a different price or text lowers the score).
+* ``products``: product listings from independent shops or feeds (a catalogue, a price
+  comparison site, a crawl). Model numbers are candidate keys of their own and weigh most;
+  candidates are looked for across the whole table (``global`` scope); each shop writes its own
+  description and sets its own price, so the body and a *small* price difference are positive
+  evidence only (a shared description raises the score, a different one does not lower it).
+  Every model number of a listing counts (``title_first`` off): shops title a product with their
+  own codes and name the maker's in the description.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from daemon.errors import ConfigError
+
+PROFILES: dict[str, dict[str, dict[str, Any]]] = {
+    "classified": {"signatures": {}, "dedup": {}},
+    "products": {
+        "signatures": {"super": {"rules": [["model"], ["title"]], "title_tokens": 4}},
+        "dedup": {"scope": "global", "candidate_cap": 50,
+                  "fields": {"models": {"metric": "exact", "weight": 4.0, "partial": 0.9, "ignore_quantities": True,
+                                        "common_prefix": False, "title_first": False},
+                             "body": {"metric": "jaccard", "weight": 1.0, "evidence": "positive"},
+                             "price": {"metric": "price", "weight": 1.0, "tolerance": 0.3, "evidence": "positive"}}},
+    },
+}
+"""Profile name -> ``{"signatures": {...}, "dedup": {...}}`` (settings-file shape)."""
+
+DEFAULT_PROFILE = "classified"
+
+
+def merged(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    """``top`` applied over ``base`` key by key: nested mappings are merged, any other value of
+    ``top`` replaces ``base``'s (lists too). Neither argument is modified."""
+    out = copy.deepcopy(dict(base))
+    for k, v in top.items():
+        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
+            out[k] = merged(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def profile_name(value: Any, key: str = "dedup.profile") -> str:
+    """Validate a profile name (``None`` -> :data:`DEFAULT_PROFILE`).
+
+    Raises:
+        ConfigError: at ``key`` for an unknown name.
+    """
+    if value is None:
+        return DEFAULT_PROFILE
+    if value not in PROFILES:
+        raise ConfigError(key, f"must be one of {', '.join(PROFILES)}, got {value!r}")
+    return str(value)
+
+
+def apply_profile(name: str, signatures: Mapping[str, Any], dedup: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ``[signatures]`` and ``[dedup]`` tables of profile ``name`` with the given ones on top.
+
+    Args:
+        name: a validated profile name (:func:`profile_name`).
+        signatures, dedup: the settings file's tables (``dedup`` without its ``profile`` key).
+    Returns:
+        ``(signatures, dedup)``, new dicts.
+    """
+    p = PROFILES[name]
+    return merged(p["signatures"], signatures), merged(p["dedup"], dedup)
