@@ -474,7 +474,7 @@ def price_conflict(a: Any, b: Any, gap: float = 0.5) -> float | None:
     Returns:
         0.0 at or beyond ``gap``, else None (no evidence).
     """
-    x, y = _positive_number(a), _positive_number(b)
+    x, y = price_value(a), price_value(b)
     if x is None or y is None:
         return None
     top = max(x, y)

@@ -318,7 +318,7 @@ def assemble_signature(fields: Mapping[str, Any], text: RecordText, p: Signature
     for role in ("category", "user"):
         value = normalise_text(_text_field(fields, role)[: p.max_title_chars])
         components[role] = [value] if value else []
-    supers = super_tokens(p.super_rules, components, p.super_max_per_rule, seed) + identity_keys(title_toks, models, seed)
+    supers = super_tokens(p.super_rules, components, p.super_max_per_rule, seed) + identity_keys(text.title_toks, models, seed)
 
     return Signature(
         v=SIGNATURE_SCHEMA_VERSION,
