@@ -277,11 +277,19 @@ class FailLookupOf:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    async def candidates_many(self, table: str, queries: Any, **kw: Any) -> Any:
+    def _check(self, queries: Any) -> None:
         self.sizes.append(len(queries))
         if any(q.exclude_id == self.bad for q in queries):
             raise RuntimeError(f"cannot look up the candidates of {self.bad}")
+
+    async def candidates_many(self, table: str, queries: Any, **kw: Any) -> Any:
+        self._check(queries)
         return await self.inner.candidates_many(table, queries, **kw)
+
+    async def scope_members(self, table: str, queries: Any, **kw: Any) -> Any:
+        """The exhaustive lookup of small scopes (``dedup.exhaustive_below``) fails alike."""
+        self._check(queries)
+        return await self.inner.scope_members(table, queries, **kw)
 
 
 def group_ad(g: int) -> dict[str, Any]:

@@ -115,9 +115,9 @@ ORDER BY r.qid, r.rn;
 
 -- name: scope_members
 -- The members of small scopes (exhaustive comparison): lookup qids[i]'s scope is the set of documents
--- holding the hashed scope key keys[i] (daemon.backends.base.SCOPE_KEY hashed with the scope). n counts
--- at most %(limit)s + 1 of its key rows through the lookup index (index-only), so a large scope costs
--- limit + 1 index entries; only a scope of n <= %(limit)s has its documents read, less the lookup's own
+-- holding the hashed scope key keys[i] (daemon.backends.base.SCOPE_KEY hashed with the scope) in their
+-- key_hashes. n counts at most %(limit)s + 1 of them through the GIN index (@>), so a large scope costs
+-- limit + 1 matches; only a scope of n <= %(limit)s has its documents read, less the lookup's own
 -- record (exclude_ids), those of its excluded source (exclude_sources) and, when the lookup has title
 -- tokens (toks of tok_qids), those whose title shares none of them. One row per member, or one row
 -- with a NULL document for a lookup with none, in record_id order.
@@ -127,17 +127,17 @@ WITH q AS (
     SELECT u.qid, u.tok FROM unnest(%(tok_qids)b::integer[], %(toks)b::text[]) AS u(qid, tok)
 ), sized AS (
     SELECT q.qid, q.key,
-           (SELECT count(*) FROM (SELECT 1 FROM nearsync.document_keys c
-                                  WHERE c.key = q.key AND c.table_name = %(table)s
+           (SELECT count(*) FROM (SELECT 1 FROM nearsync.documents c
+                                  WHERE c.key_hashes @> ARRAY[q.key] AND c.table_name = %(table)s
+                                    AND NOT c.deleted
                                   LIMIT %(limit)s + 1) AS x)::integer AS n
     FROM q
 ), members AS (
     SELECT s.qid, d.record_id, d.version, d.scope, d.fields, d.signature, d.keys, d.bottomk, d.minhash
     FROM sized s
-    JOIN nearsync.document_keys k ON k.key = s.key AND k.table_name = %(table)s
-    JOIN nearsync.documents d ON d.table_name = %(table)s AND d.record_id = k.record_id AND NOT d.deleted
+    JOIN nearsync.documents d ON d.table_name = %(table)s AND d.key_hashes @> ARRAY[s.key] AND NOT d.deleted
     WHERE s.n <= %(limit)s
-      AND k.record_id IS DISTINCT FROM (%(exclude_ids)s::text[])[s.qid + 1]
+      AND d.record_id IS DISTINCT FROM (%(exclude_ids)s::text[])[s.qid + 1]
       AND (NOT EXISTS (SELECT 1 FROM t WHERE t.qid = s.qid)
            OR EXISTS (SELECT 1 FROM t WHERE t.qid = s.qid AND (d.signature -> 'tokens') ? t.tok))
       AND ((%(exclude_sources)s::text[])[s.qid + 1] IS NULL
