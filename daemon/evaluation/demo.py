@@ -162,7 +162,7 @@ def run_demo(*, data_dir: str | None = None, limit: int | None = None, dsn: str 
         settings = settings_from_mapping({
             "database": {"dsn": dsn}, "source": {"create_reference_table": True},
             "daemon": {"poll_interval_s": 1.0, "batch_size": 1000},
-            "index": {"backend": backend or "postgres"}, "dedup": {"profile": "products"},
+            "index": {"backend": backend or "postgres"}, "dedup": {"profile": "products", "enabled": True},
         }, env={})
         with psycopg.connect(dsn, autocommit=True) as c:
             present = c.execute(query("table_exists"), {"name": TABLE}).fetchone()
