@@ -96,6 +96,20 @@ class UnionFind:
         return dict(out)
 
 
+def _link_graph(links: Iterable[Link]) -> tuple[dict[frozenset, float], UnionFind]:
+    """The graph of ``links``: ``{frozenset((a, b)): best score}`` (self-links dropped, a pair
+    linked twice keeps its higher score) and the union-find of its connected components."""
+    edges: dict[frozenset, float] = {}
+    uf = UnionFind()
+    for a, b, score in links:
+        if a == b:
+            continue
+        e = frozenset((a, b))
+        edges[e] = max(float(score), edges.get(e, float("-inf")))
+        uf.union(a, b)
+    return edges, uf
+
+
 def _density(nodes: list[Hashable], edges: Mapping[frozenset, float]) -> float:
     n = len(nodes)
     return 1.0 if n < 2 else len(edges) / (n * (n - 1) / 2)
@@ -211,14 +225,7 @@ def build_clusters(
         KeyError: when ``order_key`` is a mapping lacking a linked id.
     """
     key = order_key.__getitem__ if isinstance(order_key, Mapping) else order_key
-    edges: dict[frozenset, float] = {}
-    uf = UnionFind()
-    for a, b, score in links:
-        if a == b:
-            continue
-        e = frozenset((a, b))
-        edges[e] = max(float(score), edges.get(e, float("-inf")))
-        uf.union(a, b)
+    edges, uf = _link_graph(links)
     components = uf.components()
     by_node_edges: dict[Hashable, dict[frozenset, float]] = defaultdict(dict)
     for e, w in edges.items():
@@ -276,14 +283,7 @@ def average_link_clusters(
         Clusters of >= 2 members as :class:`Cluster`, sorted by the original's order key.
     """
     key = order_key.__getitem__ if isinstance(order_key, Mapping) else order_key
-    edges: dict[frozenset, float] = {}
-    uf = UnionFind()
-    for a, b, sc in links:
-        if a == b:
-            continue
-        e = frozenset((a, b))
-        edges[e] = max(float(sc), edges.get(e, float("-inf")))
-        uf.union(a, b)
+    edges, uf = _link_graph(links)
     clusters: list[Cluster] = []
     for nodes in uf.components().values():
         if len(nodes) > AVERAGE_LINK_EXACT_LIMIT:
