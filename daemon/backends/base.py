@@ -53,6 +53,7 @@ class IndexDocument:
             ``document_encoder`` (see :class:`IndexBackend`) in the indexer's signature worker
             processes. When it is set, ``fields``, ``keys`` and ``signature`` may be empty: the
             encoder drops them so the document crosses the process boundary as one compact object.
+        side: see below (not part of the document's content; excluded from equality).
     """
 
     table: str
@@ -63,6 +64,10 @@ class IndexDocument:
     keys: list[str] = field(default_factory=list)
     signature: dict[str, Any] = field(default_factory=dict)
     encoded: Any = None
+    side: Any = field(default=None, repr=False, compare=False)
+    """The scorer's prepared view of this document (:class:`daemon.scoring.side.Side`), made on
+    first use by :func:`daemon.dedup.worker.side_of` and kept with the document, so a document
+    scored against many records is prepared once. Never serialised."""
 
     def content_fingerprint(self) -> int:
         """A signed 64-bit xxh64 of ``fields`` as canonical JSON (sorted keys): equal while the

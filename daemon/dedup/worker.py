@@ -8,7 +8,8 @@ record there, in its acknowledging transaction):
    scope when it holds fewer than ``dedup.exhaustive_below`` records, else the records sharing at
    least ``dedup.min_match`` LSH band keys, simhash block keys, super tokens or identity keys
    (title, model numbers) within the scope, capped at ``dedup.candidate_cap`` (a hit cap is logged);
-3. each pair is scored by :func:`daemon.scoring.score_pair` in canonical order (lower id first, so
+3. each pair is scored by :func:`daemon.scoring.score_sides` (:func:`~daemon.scoring.score_pair` on
+   prepared documents, :func:`side_of`) in canonical order (lower id first, so
    the score does not depend on which side was processed);
 4. in one transaction under a per-table advisory lock, the record's links (pairs scoring at least
    ``potential_threshold``) are replaced, and the connected component(s) around it — old and new —
@@ -40,7 +41,7 @@ from daemon.dedup.settings import DedupOptions
 from daemon.logs import get_logger
 from daemon.capture.loop import BatchResult
 from daemon.db.queries import query
-from daemon.scoring import PairScore, decide, score_pair
+from daemon.scoring import PairScore, Side, decide, score_sides
 from daemon.capture.queue import Claimed
 
 log = get_logger("nearsync.dedup")
@@ -233,9 +234,19 @@ def score_found(record_id: str | None, doc: IndexDocument, cands: Sequence[Candi
         else:
             a, b = canonical(record_id, cand.record_id)
             da, db = (doc, cand.document) if a == record_id else (cand.document, doc)
-        ps = score_pair(da.fields, da.signature, db.fields, db.signature, cfg)
+        ps = score_sides(side_of(da), side_of(db), cfg)
         out.append(ScoredCandidate(cand, a, b, ps, decide(ps.score, cfg)))
     return ScoredCandidates(out, capped)
+
+
+def side_of(doc: IndexDocument) -> Side:
+    """The scorer's prepared view of ``doc`` (:class:`~daemon.scoring.side.Side`), made once and kept
+    on the document (:attr:`~daemon.backends.base.IndexDocument.side`): its normalised texts, code
+    sets, price and MinHash vector are derived once for all the pairs it is in."""
+    side = doc.side
+    if side is None or side.fields is not doc.fields or side.sig is not doc.signature:
+        side = doc.side = Side(doc.fields, doc.signature)
+    return side  # type: ignore[no-any-return]
 
 
 def mutual_best_per_source(links: Sequence[Link], source_of: dict[str, Any],
@@ -434,7 +445,7 @@ class DedupHandler:
 
     def _score_link(self, a: str, b: str, da: IndexDocument, db: IndexDocument) -> Link:
         """The pair (``a`` before ``b``) scored from its two documents, with their versions."""
-        ps = score_pair(da.fields, da.signature, db.fields, db.signature, self.options.scoring)
+        ps = score_sides(side_of(da), side_of(db), self.options.scoring)
         _tally().pairs += 1
         return Link(a, b, ps.score, ps.reasons, ps.summary(), (da.version, db.version))
 

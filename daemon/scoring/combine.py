@@ -13,20 +13,22 @@ such evidence against (0, or no evidence at all), with the same cap.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Hashable
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any
+
+import numpy as np
+from rapidfuzz import fuzz
+from rapidfuzz.distance import JaroWinkler, Levenshtein
 
 from daemon.scoring import metrics as m
 from daemon.scoring.config import FieldSpec, ScoringConfig
+from daemon.scoring.side import Side
 
-_TEXT_METRICS = ("jaro_winkler", "levenshtein", "token_set")
 _NEGATIVE_METRICS = ("exact", "numbers", "colours", "price_gap")
 """Metrics whose 0 is evidence against a match: with ``strong_negative_cap`` it forbids auto-rejection."""
 _LABELS = {"models": "model number", "phones": "phone", "emails": "e-mail", "body": "text"}
 
 
-@dataclass(frozen=True, slots=True)
 class PairScore:
     """The score of one pair of records.
 
@@ -36,12 +38,57 @@ class PairScore:
             for every field compared (missing ones are absent); JSON-serialisable.
         details: field -> short human phrase (``"same model number"``, ``"price −3%"``).
         capped: True when a strong negative signal capped the score below the duplicate threshold.
+
+    ``reasons`` and ``details`` are built on first access from the compared fields' similarities:
+    most scored pairs are below the link threshold and are never explained, so a pair costs its
+    arithmetic only. Immutable once built; equality compares all four attributes.
     """
 
-    score: float
-    reasons: dict[str, dict[str, Any]] = field(default_factory=dict)
-    details: dict[str, str] = field(default_factory=dict)
-    capped: bool = False
+    __slots__ = ("_a", "_b", "_details", "_entries", "_reasons", "capped", "score")
+
+    def __init__(self, score: float, reasons: dict[str, dict[str, Any]] | None = None,
+                 details: dict[str, str] | None = None, capped: bool = False, *,
+                 entries: list[tuple[FieldSpec, float, bool]] | None = None,
+                 sides: tuple[Side, Side] | None = None) -> None:
+        self.score = score
+        self.capped = capped
+        self._reasons = reasons if reasons is not None or entries is not None else {}
+        self._details = details if details is not None or entries is not None else {}
+        self._entries = entries
+        self._a, self._b = sides if sides is not None else (None, None)
+
+    @property
+    def reasons(self) -> dict[str, dict[str, Any]]:
+        """See the class attributes (built on first access)."""
+        if self._reasons is None:
+            out: dict[str, dict[str, Any]] = {}
+            for spec, sim, counted in self._entries or ():
+                r: dict[str, Any] = {"metric": spec.metric, "similarity": round(sim, 4), "weight": spec.weight}
+                if not counted:
+                    r["counted"] = False
+                out[spec.name] = r
+            self._reasons = out
+        return self._reasons
+
+    @property
+    def details(self) -> dict[str, str]:
+        """See the class attributes (built on first access)."""
+        if self._details is None:
+            a, b = self._a, self._b
+            assert a is not None and b is not None  # set whenever entries are
+            self._details = {spec.name: _detail(spec, sim, a.fields, b.fields) for spec, sim, _ in self._entries or ()}
+        return self._details
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PairScore):
+            return NotImplemented
+        return (self.score, self.capped, self.reasons, self.details) == (other.score, other.capped, other.reasons,
+                                                                         other.details)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"PairScore(score={self.score!r}, reasons={self.reasons!r}, capped={self.capped!r})"
 
     def summary(self, limit: int = 4) -> str:
         """Short human text, heaviest fields first, e.g. ``"same title, same model number, price −3%"``.
@@ -51,16 +98,10 @@ class PairScore:
         Returns:
             Comma-separated phrases; ``"no comparable fields"`` when nothing was compared.
         """
-        order = sorted(self.details, key=lambda f: -self.reasons[f]["weight"])
-        parts = [self.details[f] for f in order[:limit]]
+        details, reasons = self.details, self.reasons
+        order = sorted(details, key=lambda f: -reasons[f]["weight"])
+        parts = [details[f] for f in order[:limit]]
         return ", ".join(parts) if parts else "no comparable fields"
-
-
-def _blank(fields: Mapping[str, Any], name: str) -> bool:
-    if name not in fields:
-        return False
-    v = fields[name]
-    return v is None or (isinstance(v, str) and not v.strip())
 
 
 def field_similarity(
@@ -79,51 +120,135 @@ def field_similarity(
     Raises:
         ValueError: on an unknown metric (cannot happen with a validated config).
     """
-    name, p = spec.name, spec.params
-    if spec.metric in _TEXT_METRICS:
-        a, b = a_fields.get(name), b_fields.get(name)
-        if spec.metric == "token_set":
-            return m.token_set_similarity(a, b)
-        if spec.metric == "levenshtein":
-            return m.levenshtein_similarity(a, b)
-        return m.jaro_winkler_similarity(a, b, prefix_weight=p["prefix_weight"])
-    if spec.metric in ("jaccard", "simhash"):
-        if _blank(a_fields, name) or _blank(b_fields, name):
-            return None
-        if spec.metric == "simhash":
-            return m.simhash_similarity(a_sig.get("simhash"), b_sig.get("simhash"), p["max_distance"])
-        if p["estimator"] == "bottomk":
-            return m.bottomk_similarity(a_sig.get("bottomk"), b_sig.get("bottomk"))
-        return m.minhash_similarity(a_sig.get("minhash"), b_sig.get("minhash"))
-    if spec.metric == "exact":
-        a = a_sig[name] if isinstance(a_sig.get(name), list) else a_fields.get(name)
-        b = b_sig[name] if isinstance(b_sig.get(name), list) else b_fields.get(name)
-        kw = {"partial": p["partial"], "partial_min_len": p["partial_min_len"], "negative": p["negative"],
-              "ignore_quantities": p["ignore_quantities"], "common_prefix": p["common_prefix"]}
-        if p["title_first"]:
-            ta, tb = a_fields.get("title"), b_fields.get("title")
-            if ta and tb:
-                ma, mb = m.title_models(str(ta)), m.title_models(str(tb))
-                if ma and mb:
-                    if m.codes_conflict(ma, mb, a, b, p["partial_min_len"]):
-                        return 0.0 if p["negative"] else None
-                    sim = m.exact_similarity(ma, mb, **kw)
-                    if sim == 0.0:  # one title's model is named elsewhere in the other record
-                        cross = [m.exact_similarity(ma, b, **kw), m.exact_similarity(a, mb, **kw)]
-                        sim = max([sim, *(x for x in cross if x is not None)])
-                    return sim
-        return m.exact_similarity(a, b, **kw)
-    if spec.metric == "price":
-        return m.price_similarity(a_fields.get(name), b_fields.get(name), p["tolerance"])
-    if spec.metric == "geo":
-        return m.geo_similarity(a_fields, b_fields, p["radius_m"], p["lat_key"], p["lon_key"])
-    if spec.metric == "numbers":
-        return m.numbers_conflict(a_fields.get("title"), b_fields.get("title"))
-    if spec.metric == "colours":
-        return m.colours_conflict(a_fields.get("title"), b_fields.get("title"))
-    if spec.metric == "price_gap":
-        return m.price_conflict(a_fields.get("price"), b_fields.get("price"), p["gap"])
-    raise ValueError(f"unknown metric {spec.metric!r}")
+    return side_similarity(spec, Side(a_fields, a_sig), Side(b_fields, b_sig))
+
+
+def side_similarity(spec: FieldSpec, a: Side, b: Side) -> float | None:
+    """:func:`field_similarity` of two prepared records (:class:`~daemon.scoring.side.Side`), the
+    form the scorer uses: each record's derived values are computed once, not once per pair.
+
+    Raises:
+        ValueError: on an unknown metric (cannot happen with a validated config).
+    """
+    return comparator(spec)(a, b)
+
+
+Comparator = Callable[[Side, Side], "float | None"]
+"""``(a, b) -> similarity in [0, 1] or None`` of one field for two prepared records."""
+
+
+def comparator(spec: FieldSpec) -> Comparator:
+    """The similarity function of one configured field, its metric and parameters bound once
+    (:func:`score_sides` calls one per field and pair; see :func:`field_similarity` for what each
+    metric reads).
+
+    Raises:
+        ValueError: on an unknown metric (cannot happen with a validated config).
+    """
+    name, p, metric = spec.name, spec.params, spec.metric
+    if metric in ("token_set", "levenshtein", "jaro_winkler"):
+        if metric == "token_set":
+            ratio: Callable[[str, str], float] = lambda x, y: fuzz.token_set_ratio(x, y) / 100.0  # noqa: E731
+        elif metric == "levenshtein":
+            ratio = Levenshtein.normalized_similarity
+        else:
+            pw = p["prefix_weight"]
+            ratio = lambda x, y: JaroWinkler.normalized_similarity(x, y, prefix_weight=pw)  # noqa: E731
+
+        def text(a: Side, b: Side) -> float | None:
+            x, y = a.text(name), b.text(name)
+            return None if x is None or y is None else ratio(x, y)
+        return text
+    if metric == "exact":
+        iq, negative, min_len = p["ignore_quantities"], p["negative"], p["partial_min_len"]
+        kw = {"partial": p["partial"], "partial_min_len": min_len, "negative": negative,
+              "common_prefix": p["common_prefix"]}
+        exact_sets = m.exact_similarity_sets
+
+        def exact(a: Side, b: Side) -> float | None:
+            return exact_sets(a.identifier_set(name, iq), b.identifier_set(name, iq), **kw)
+        if not p["title_first"]:
+            return exact
+
+        def title_first(a: Side, b: Side) -> float | None:
+            ma, mb = a.title_codes(), b.title_codes()
+            if not (ma and mb):
+                return exact(a, b)
+            if m.codes_conflict_sets(ma, mb, a.identifier_set(name), b.identifier_set(name), min_len):
+                return 0.0 if negative else None
+            sa, sb = a.title_code_set(iq), b.title_code_set(iq)
+            sim = exact_sets(sa, sb, **kw)
+            if sim == 0.0:  # one title's model is named elsewhere in the other record
+                cross = [exact_sets(sa, b.identifier_set(name, iq), **kw), exact_sets(a.identifier_set(name, iq), sb, **kw)]
+                sim = max([sim, *(x for x in cross if x is not None)])
+            return sim
+        return title_first
+    if metric == "simhash":
+        max_distance = p["max_distance"]
+
+        def simhash(a: Side, b: Side) -> float | None:
+            if a.blank(name) or b.blank(name):
+                return None
+            return m.simhash_similarity(a.sig.get("simhash"), b.sig.get("simhash"), max_distance)
+        return simhash
+    if metric == "jaccard" and p["estimator"] == "bottomk":
+        def bottomk(a: Side, b: Side) -> float | None:
+            if a.blank(name) or b.blank(name):
+                return None
+            return m.bottomk_similarity(a.sig.get("bottomk"), b.sig.get("bottomk"))
+        return bottomk
+    if metric == "jaccard":
+        def minhash(a: Side, b: Side) -> float | None:
+            if a.blank(name) or b.blank(name):
+                return None
+            ha, hb = a.minhash(), b.minhash()
+            if ha is None or hb is None or ha[0].shape != hb[0].shape:
+                return None
+            if ha[1] or hb[1]:
+                return 0.0
+            return float(np.count_nonzero(ha[0] == hb[0])) / ha[0].size
+        return minhash
+    if metric == "price":
+        tolerance = p["tolerance"]
+
+        def price(a: Side, b: Side) -> float | None:
+            x, y = a.price(name), b.price(name)
+            return None if x is None or y is None else m.price_similarity(x, y, tolerance)
+        return price
+    if metric == "price_gap":
+        gap = p["gap"]
+
+        def price_gap(a: Side, b: Side) -> float | None:
+            x, y = a.price(), b.price()
+            return None if x is None or y is None else m.price_conflict(x, y, gap)
+        return price_gap
+    if metric == "numbers":
+        return lambda a, b: m.numbers_conflict(a.fields.get("title"), b.fields.get("title"))
+    if metric == "colours":
+        return lambda a, b: m.colours_conflict(a.fields.get("title"), b.fields.get("title"))
+    if metric == "geo":
+        lat_key, lon_key, radius_m = p["lat_key"], p["lon_key"], p["radius_m"]
+
+        def geo(a: Side, b: Side) -> float | None:
+            pa, pb = a.coords(lat_key, lon_key), b.coords(lat_key, lon_key)
+            return None if pa is None or pb is None else max(0.0, 1.0 - m.haversine_m(*pa, *pb) / radius_m)
+        return geo
+    raise ValueError(f"unknown metric {metric!r}")
+
+
+_COMPILED: dict[int, tuple[ScoringConfig, tuple[tuple[FieldSpec, Comparator, bool, bool], ...]]] = {}
+"""``id(cfg)`` -> (cfg, its fields' comparators); the cfg is held so that its id is not reused."""
+
+
+def _compiled(cfg: ScoringConfig) -> tuple[tuple[FieldSpec, Comparator, bool, bool], ...]:
+    """``(spec, comparator, positive-only, negative metric)`` per field of ``cfg``, made once per config."""
+    hit = _COMPILED.get(id(cfg))
+    if hit is None or hit[0] is not cfg:
+        if len(_COMPILED) > 64:  # configs are few and long-lived; bound the table all the same
+            _COMPILED.clear()
+        hit = _COMPILED[id(cfg)] = (cfg, tuple((spec, comparator(spec), spec.evidence == "positive",
+                                                spec.metric in _NEGATIVE_METRICS) for spec in cfg.fields))
+    return hit[1]
 
 
 def _title_words(fields: Mapping[str, Any]) -> frozenset[str]:
@@ -188,40 +313,49 @@ def score_pair(
         ``cfg.strong_negative_cap`` and an ``exact`` field is disjoint. Symmetric in (a, b)
         except for the sign in the price detail.
     """
-    reasons: dict[str, dict[str, Any]] = {}
-    details: dict[str, str] = {}
+    return score_sides(Side(a_fields, a_sig), Side(b_fields, b_sig), cfg)
+
+
+def score_sides(a: Side, b: Side, cfg: ScoringConfig) -> PairScore:
+    """:func:`score_pair` of two prepared records (:class:`~daemon.scoring.side.Side`): the dedup
+    worker keeps one per document, so a record's derived values are computed once for all its
+    pairs. Same arguments' meaning and result as :func:`score_pair`."""
+    entries: list[tuple[FieldSpec, float, bool]] = []
     total_w = acc = 0.0
     negative = False
-    positive_only: list[tuple[float, FieldSpec]] = []
-    for spec in cfg.fields:
-        sim = field_similarity(spec, a_fields, a_sig, b_fields, b_sig)
+    positive_only: list[tuple[float, int]] = []
+    for spec, compare, positive, negative_metric in _compiled(cfg):
+        sim = compare(a, b)
         if sim is None:
             continue
         sim = min(1.0, max(0.0, float(sim)))
-        reasons[spec.name] = {"metric": spec.metric, "similarity": round(sim, 4), "weight": spec.weight}
-        details[spec.name] = _detail(spec, sim, a_fields, b_fields)
-        if spec.evidence == "positive":
-            positive_only.append((sim, spec))
+        if positive:
+            positive_only.append((sim, len(entries)))
+            entries.append((spec, sim, True))
             continue
+        entries.append((spec, sim, True))
         total_w += spec.weight
         acc += spec.weight * sim
-        if spec.metric in _NEGATIVE_METRICS and sim == 0.0:
+        if sim == 0.0 and negative_metric:
             negative = True
     # Positive-only fields, most similar first, enter while each raises the mean (so the score is
     # monotone in every similarity and never lowered by such a field); the others are listed as
     # compared but not counted.
-    for sim, spec in sorted(positive_only, key=lambda t: -t[0]):
-        if total_w and sim * total_w <= acc:
-            reasons[spec.name]["counted"] = False
-            continue
-        total_w += spec.weight
-        acc += spec.weight * sim
+    if positive_only:
+        positive_only.sort(key=lambda t: -t[0])
+        for sim, i in positive_only:
+            spec = entries[i][0]
+            if total_w and sim * total_w <= acc:
+                entries[i] = (spec, sim, False)
+                continue
+            total_w += spec.weight
+            acc += spec.weight * sim
     score = 100.0 * acc / total_w if total_w else 0.0
     capped = False
     if cfg.strong_negative_cap and negative and score >= cfg.duplicate_threshold:
         score = max(0.0, cfg.duplicate_threshold - 0.1)
         capped = True
-    return PairScore(score=round(score, 1), reasons=reasons, details=details, capped=capped)
+    return PairScore(round(score, 1), capped=capped, entries=entries, sides=(a, b))
 
 
 def score_matrix(

@@ -13,15 +13,21 @@ import math
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
-
 from functools import lru_cache
+from typing import Any
 
 from rapidfuzz import fuzz
 from rapidfuzz.distance import JaroWinkler, Levenshtein
 from rapidfuzz.utils import default_process
 
-from daemon.signatures import bottomk_jaccard, hamming, jaccard_from_minhash, model_numbers, normalise_text, words
+from daemon.signatures import (
+    bottomk_jaccard,
+    hamming,
+    jaccard_from_minhash,
+    model_numbers,
+    normalise_text,
+    words,
+)
 
 EARTH_RADIUS_M = 6_371_008.8
 
@@ -180,13 +186,36 @@ def exact_similarity(
         1.0 when any value is shared, ``partial`` for a prefix match, 0.0 (or None) when disjoint,
         None when either side is empty.
     """
-    sa, sb = _as_set(a), _as_set(b)
+    return exact_similarity_sets(
+        normalised_identifiers(a, ignore_quantities), normalised_identifiers(b, ignore_quantities),
+        partial=partial, partial_min_len=partial_min_len, negative=negative, common_prefix=common_prefix)
+
+
+def normalised_identifiers(value: Any, ignore_quantities: bool = False) -> frozenset[str]:
+    """Identifier values as :func:`exact_similarity` compares them.
+
+    Args:
+        value: a value or an iterable of values (a str is one value); None means none.
+        ignore_quantities: leave out values that are quantities (:func:`is_quantity`).
+    Returns:
+        The values case-folded with everything but letters and digits removed (``"KX-FA83"`` ->
+        ``"kxfa83"``), empty ones dropped.
+    """
+    s = _as_set(value)
     if ignore_quantities:
-        sa = {v for v in sa if not is_quantity(v)}
-        sb = {v for v in sb if not is_quantity(v)}
+        s = {v for v in s if not is_quantity(v)}
+    return frozenset(s)
+
+
+def exact_similarity_sets(
+    sa: frozenset[str] | set[str], sb: frozenset[str] | set[str], *, partial: float = 0.0,
+    partial_min_len: int = 4, negative: bool = True, common_prefix: bool = True,
+) -> float | None:
+    """:func:`exact_similarity` of two sets already normalised by :func:`normalised_identifiers`
+    (the arguments and result are those of :func:`exact_similarity`)."""
     if not sa or not sb:
         return None
-    if sa & sb:
+    if not sa.isdisjoint(sb):
         return 1.0
     best = 0.0
     if partial > 0.0:
@@ -362,11 +391,18 @@ def codes_conflict(a_title_codes: frozenset[str], b_title_codes: frozenset[str],
     (``DEHP500UB`` / ``DEHP400UB``); False when one title's unmatched code is named anywhere in the
     other record (``a_all`` / ``b_all``: all its model numbers, body included: a typo in a title).
     """
+    return codes_conflict_sets(a_title_codes, b_title_codes, normalised_identifiers(a_all),
+                               normalised_identifiers(b_all), min_len)
+
+
+def codes_conflict_sets(a_title_codes: frozenset[str], b_title_codes: frozenset[str], a_set: frozenset[str],
+                        b_set: frozenset[str], min_len: int = 4) -> bool:
+    """:func:`codes_conflict` with each record's model numbers already normalised
+    (:func:`normalised_identifiers` of ``a_all`` / ``b_all``)."""
     only_a = [x for x in a_title_codes if not _matches(x, b_title_codes, min_len)]
     only_b = [y for y in b_title_codes if not _matches(y, a_title_codes, min_len)]
     if not only_a or not only_b:
         return False
-    b_set, a_set = _as_set(b_all), _as_set(a_all)
     return not (any(_matches(x, b_set, min_len) for x in only_a) or any(_matches(y, a_set, min_len) for y in only_b))
 
 

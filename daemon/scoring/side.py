@@ -1,0 +1,130 @@
+"""One record as the scorer reads it: its fields and signature, with every derived value computed once.
+
+Scoring a record against its ~50 candidates used to re-derive the same values for every pair
+(normalised text, model-number sets, parsed prices, MinHash vectors), one Python call per pair and
+per field. A :class:`Side` derives each value on first use and keeps it, so a record's values are
+computed once per record, not once per pair; the dedup worker keeps one :class:`Side` per index
+document (:attr:`daemon.backends.base.IndexDocument.side`), so a candidate shared by many records
+of a batch, or fetched again by a later batch at the same version, is prepared once.
+
+The values are exactly those the per-value metrics of :mod:`daemon.scoring.metrics` compute from
+the raw fields, so a score from prepared sides equals the score from the raw values bit for bit
+(``tests/test_scoring_sides.py`` checks it against the per-pair reference on real listings).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from daemon.scoring import metrics as m
+from daemon.signatures import MINHASH_EMPTY
+
+_MISSING = object()
+
+
+class Side:
+    """One record's scoring inputs, derived lazily and memoised (pure; no I/O).
+
+    Args:
+        fields: role -> value, as in :attr:`IndexDocument.fields` (``title``, ``body``,
+            ``price``, ``lat``/``lon``, ...). Not copied: it must not be changed afterwards.
+        sig: the serialised signature (``simhash``, ``minhash``, ``bottomk``, ``models``,
+            ``phones``, ``emails``, ...). Not copied either.
+
+    Each accessor returns what the corresponding metric of :mod:`daemon.scoring.metrics` would
+    derive from the raw value (see each one), computed on the first call.
+    """
+
+    __slots__ = ("_memo", "fields", "sig")
+
+    def __init__(self, fields: Mapping[str, Any], sig: Mapping[str, Any]) -> None:
+        self.fields = fields
+        self.sig = sig
+        self._memo: dict[Any, Any] = {}
+
+    def text(self, name: str) -> str | None:
+        """``fields[name]`` normalised as the text metrics compare it (rapidfuzz ``default_process``),
+        or None when missing or blank."""
+        key = ("text", name)
+        v = self._memo.get(key, _MISSING)
+        if v is _MISSING:
+            v = self._memo[key] = m._text(self.fields.get(name))
+        return v  # type: ignore[no-any-return]
+
+    def blank(self, name: str) -> bool:
+        """True when ``fields`` holds ``name`` with None or only white space (the sketch-based
+        metrics then skip the field: the signature was computed without it)."""
+        v = self.fields.get(name, _MISSING)
+        if v is _MISSING:
+            return False
+        return v is None or (isinstance(v, str) and not v.strip())
+
+    def minhash(self) -> tuple[np.ndarray, bool] | None:
+        """The MinHash vector as ``int64`` numpy array and whether it is the empty-set signature
+        (all :data:`~daemon.signatures.MINHASH_EMPTY`), or None when missing or empty."""
+        v = self._memo.get("minhash", _MISSING)
+        if v is _MISSING:
+            raw = self.sig.get("minhash")
+            if not raw:
+                v = None
+            else:
+                arr = np.asarray(raw, dtype=np.int64)
+                v = (arr, bool((arr == MINHASH_EMPTY).all()))
+            self._memo["minhash"] = v
+        return v  # type: ignore[no-any-return]
+
+    def identifiers(self, name: str) -> Any:
+        """The raw identifier values of field ``name``: the signature list ``sig[name]`` when there
+        is one (``models``, ``phones``, ``emails``), else ``fields[name]``."""
+        raw = self.sig.get(name)
+        return raw if isinstance(raw, list) else self.fields.get(name)
+
+    def identifier_set(self, name: str, ignore_quantities: bool = False) -> frozenset[str]:
+        """:meth:`identifiers` normalised as :func:`~daemon.scoring.metrics.exact_similarity`
+        compares them (case-folded, alphanumerics only), quantities left out on request."""
+        key = ("ids", name, ignore_quantities)
+        v = self._memo.get(key)
+        if v is None:
+            v = self._memo[key] = m.normalised_identifiers(self.identifiers(name), ignore_quantities)
+        return v  # type: ignore[no-any-return]
+
+    def title(self) -> str | None:
+        """``str(fields["title"])``, or None when the title is missing or empty."""
+        t = self.fields.get("title")
+        return str(t) if t else None
+
+    def title_codes(self) -> frozenset[str]:
+        """The title's own codes (:func:`~daemon.scoring.metrics.title_models`); empty without a title."""
+        v = self._memo.get("title_codes")
+        if v is None:
+            t = self.title()
+            v = self._memo["title_codes"] = m.title_models(t) if t else frozenset()
+        return v  # type: ignore[no-any-return]
+
+    def title_code_set(self, ignore_quantities: bool) -> frozenset[str]:
+        """:meth:`title_codes` normalised as :meth:`identifier_set` normalises identifiers."""
+        key = ("title_ids", ignore_quantities)
+        v = self._memo.get(key)
+        if v is None:
+            v = self._memo[key] = m.normalised_identifiers(self.title_codes(), ignore_quantities)
+        return v  # type: ignore[no-any-return]
+
+    def price(self, name: str = "price") -> float | None:
+        """``fields[name]`` as a usable price (:func:`~daemon.scoring.metrics.price_value`) or None."""
+        key = ("price", name)
+        v = self._memo.get(key, _MISSING)
+        if v is _MISSING:
+            v = self._memo[key] = m.price_value(self.fields.get(name))
+        return v  # type: ignore[no-any-return]
+
+    def coords(self, lat_key: str, lon_key: str) -> tuple[float, float] | None:
+        """``(lat, lon)`` in degrees when both are valid (:func:`~daemon.scoring.metrics.geo_similarity`'s
+        rule), else None."""
+        key = ("coords", lat_key, lon_key)
+        v = self._memo.get(key, _MISSING)
+        if v is _MISSING:
+            v = self._memo[key] = m._coords(self.fields, lat_key, lon_key)
+        return v  # type: ignore[no-any-return]

@@ -1,0 +1,109 @@
+"""The prepared scorer (:class:`daemon.scoring.Side`, :func:`score_sides`) equals the per-pair reference
+(:mod:`tests.scoring_reference`, the scorer as it was) bit for bit: score, cap, reasons and details.
+
+Pairs come from product listings with realistic near-duplicate density (Abt-Buy product lines with
+their hard negatives, :mod:`bench.corpus_products`; skipped without the data) and from generated
+classified ads (always), each scored in both orientations under the classified and products
+profiles and under a configuration that uses every metric.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from daemon.profiles import PROFILES
+from daemon.evaluation.generator import generate_ads
+from daemon.scoring import ScoringConfig, Side, score_pair, score_sides
+from daemon.signatures import SignatureParams, compute_signature
+from tests import scoring_reference as ref
+from tests.data_paths import DATA_DIR as DATA
+
+EVERY_METRIC = {"fields": {
+    "title": {"metric": "token_set", "weight": 3.0},
+    "body": {"metric": "jaccard", "weight": 1.0, "estimator": "bottomk"},
+    "category": {"metric": "jaro_winkler", "weight": 1.0, "prefix_weight": 0.2},
+    "user": {"metric": "levenshtein", "weight": 0.5},
+    "source": {"metric": "exact", "weight": 0.5, "negative": False},
+    "location": {"metric": "geo", "weight": 1.0, "radius_m": 500.0},
+    "price": {"metric": "price", "weight": 1.0, "tolerance": 0.1, "evidence": "positive"},
+}}
+
+
+def _configs() -> dict[str, ScoringConfig]:
+    every = ScoringConfig.from_mapping({k: v for k, v in EVERY_METRIC.items()})
+    return {"classified": ScoringConfig.from_mapping(PROFILES["classified"]["dedup"]),
+            "products": ScoringConfig.from_mapping(PROFILES["products"]["dedup"]),
+            "every-metric": every}
+
+
+def _records() -> list[tuple[dict[str, Any], dict[str, Any], Any]]:
+    """``(fields, signature, group)``: listings of one group are near-duplicates or hard negatives."""
+    params = SignatureParams()
+    out = []
+    for i, ad in enumerate(generate_ads(300, seed=11, dup_rate=0.4)):
+        f = dict(ad.fields)
+        out.append((f, compute_signature(f, params).to_document(), ("ad", ad.duplicate_of if ad.duplicate_of is not None else i)))
+    if (DATA / "abt-buy" / "Abt.csv").exists():
+        from bench.corpus_products import build_corpus
+
+        for listing in build_corpus(600, seed=5, data_dir=DATA, shops=4):
+            f = dict(listing.fields)
+            out.append((f, compute_signature(f, params).to_document(), ("line", listing.family)))
+    return out
+
+
+def _pairs(recs: list[Any]) -> list[tuple[int, int]]:
+    by_group: dict[Any, list[int]] = {}
+    for i, (_, _, g) in enumerate(recs):
+        by_group.setdefault(g, []).append(i)
+    pairs = [(x, y) for ids in by_group.values() for x in ids for y in ids if x != y]
+    rng = random.Random(3)
+    pairs += [(rng.randrange(len(recs)), rng.randrange(len(recs))) for _ in range(3000)]
+    return pairs
+
+
+@pytest.fixture(scope="module")
+def corpus() -> tuple[list[Any], list[tuple[int, int]]]:
+    recs = _records()
+    return recs, _pairs(recs)
+
+
+@pytest.mark.parametrize("profile", ["classified", "products", "every-metric"])
+def test_prepared_scores_equal_the_reference(corpus: tuple[list[Any], list[tuple[int, int]]], profile: str) -> None:
+    recs, pairs = corpus
+    cfg = _configs()[profile]
+    sides = [Side(f, s) for f, s, _ in recs]  # shared across pairs, as the worker shares them
+    flagged = differing = 0
+    for x, y in pairs:
+        (fa, sa, _), (fb, sb, _) = recs[x], recs[y]
+        want = ref.score_pair(fa, sa, fb, sb, cfg)
+        got = score_sides(sides[x], sides[y], cfg)
+        assert (got.score, got.capped) == (want.score, want.capped), (profile, fa.get("title"), fb.get("title"))
+        assert got.reasons == want.reasons
+        assert got.details == want.details
+        assert got.summary() == want.summary()
+        assert score_pair(fa, sa, fb, sb, cfg) == got
+        flagged += got.score >= cfg.potential_threshold
+        differing += got.score != score_sides(sides[y], sides[x], cfg).score
+    assert len(pairs) > 3000
+    assert flagged > 50, "the pairs must include near-duplicates, not only unrelated records"
+    assert differing == 0, "a pair's score must not depend on its orientation"
+
+
+def test_every_metric_config_compares_every_metric() -> None:
+    cfg = _configs()["every-metric"]
+    assert {s.metric for s in cfg.fields} >= {"token_set", "jaccard", "jaro_winkler", "levenshtein", "exact", "geo",
+                                                "price"}
+
+
+def test_side_values_are_computed_once() -> None:
+    f = {"title": "Sony Bravia KDL-40V4100 40' LCD TV", "body": "Full HD", "price": "499.00"}
+    side = Side(f, compute_signature(f).to_document())
+    first = side.identifier_set("models", True)
+    assert side.identifier_set("models", True) is first
+    assert "kdl40v4100" in first
+    assert side.price() == 499.0
+    assert side.text("title") == "sony bravia kdl 40v4100 40  lcd tv"
