@@ -28,6 +28,7 @@ from daemon.backends.base import (
     WriteResult,
     lookup_keys,
 )
+from daemon.backends.doc_cache import DEFAULT_CACHED_DOCUMENTS, DocumentCache, RawJsonbLoader
 from daemon.backends.pg_encoding import (
     ARRAY_COLUMNS,
     EncodedDocument,
@@ -36,7 +37,9 @@ from daemon.backends.pg_encoding import (
     key_hashes,
     packed_slices,
 )
+from daemon.errors import ConfigError
 from daemon.logs import get_logger
+from daemon.db import jsoncodec
 from daemon.db.arrays import Int4Array, Int8Array
 from daemon.db.pool import IdleCheck, configure_session
 from daemon.db.queries import query
@@ -53,13 +56,26 @@ class PostgresBackend:
         dsn: libpq connection string of the database holding the ``nearsync`` schema.
         pool_size: max connections (default 4).
         connect_timeout_s: how long to wait for a connection before raising TransientIndexError.
+        cached_documents: most decoded documents kept in memory (LRU, default
+            :data:`~daemon.backends.doc_cache.DEFAULT_CACHED_DOCUMENTS`, 10,000; ~15 kB each for a
+            product listing with its MinHash; ``0``: no cache), keyed by ``(table, record_id, version)`` so
+            an entry is never stale (see :mod:`daemon.backends.doc_cache`). ``[index]
+            cached_documents`` sets it.
+
+    Documents returned by :meth:`get`, :meth:`candidates`, :meth:`candidates_many` and
+    :meth:`scope_members` are shared objects: the same :class:`IndexDocument` goes to every lookup of
+    a call that found it, and to later calls while it is cached. Callers must not mutate them.
     """
 
     name = "postgres"
     document_encoder = staticmethod(encode_document)
     """Run by the indexer's signature workers (see :mod:`daemon.backends.pg_encoding`)."""
 
-    def __init__(self, dsn: str, *, pool_size: int = 4, connect_timeout_s: float = 10.0) -> None:
+    def __init__(self, dsn: str, *, pool_size: int = 4, connect_timeout_s: float = 10.0,
+                 cached_documents: int = DEFAULT_CACHED_DOCUMENTS) -> None:
+        if not isinstance(cached_documents, int) or isinstance(cached_documents, bool) or cached_documents < 0:
+            raise ConfigError("index.cached_documents", f"must be a whole number >= 0, got {cached_documents!r}")
+        self._cache = DocumentCache(cached_documents)
         idle_check = IdleCheck()  # ping on borrow only after 1 s idle (a round trip per borrow otherwise)
         self._pool = AsyncConnectionPool(dsn, min_size=1, max_size=pool_size, open=False,
                                          timeout=connect_timeout_s, kwargs={"autocommit": True},
@@ -161,24 +177,57 @@ class PostgresBackend:
             "key_hashes": Int8Array(hashes), "hashes_offs": Int4Array(hashes_offs), "hashes_lens": Int4Array(hashes_lens),
         }
 
+    def _documents(self, table: str, rows: Sequence[Sequence[Any]]) -> dict[str, IndexDocument]:
+        """``{record_id: document}`` from rows ``record_id, version, scope, fields, signature, keys,
+        bottomk, minhash`` (the column order of ``get_documents``) read by a :meth:`_cursor`: the JSON
+        columns still as text (bytes), parsed only for the documents the cache does not hold."""
+        cache = self._cache
+        out: dict[str, IndexDocument] = {}
+        for r in rows:
+            key = (table, r[0], r[1])
+            doc = cache.get(key)
+            if doc is None:
+                doc = self._decode(table, r)
+                cache.put(key, doc)
+            out[r[0]] = doc
+        return out
+
     @staticmethod
-    def _doc(table: str, r: Sequence[Any]) -> IndexDocument:
-        """A document from a row starting ``record_id, version, scope, fields, signature, keys,
-        bottomk, minhash`` (the column order of ``get_documents`` and ``candidates``)."""
+    def _decode(table: str, r: Sequence[Any]) -> IndexDocument:
+        """A document from a row ``record_id, version, scope, fields, signature, keys, bottomk,
+        minhash`` whose JSON columns are text (bytes) or NULL.
+
+        Raises:
+            ValueError: a JSON column is not valid JSON.
+        """
         record_id, version, scope, fields, signature, keys, *arrays = r[:8]
-        signature = signature or {}
+        loads = jsoncodec.loads
+        sig = loads(signature) if signature is not None else None
+        sig = sig or {}
         for name, value in zip(ARRAY_COLUMNS, arrays, strict=True):  # stored apart (see upsert_documents)
             if value is not None:
-                signature[name] = list(value)
-        return IndexDocument(table=table, record_id=record_id, version=version, fields=fields or {},
-                             scope=scope or {}, keys=keys or [], signature=signature)
+                sig[name] = value if type(value) is list else list(value)
+        return IndexDocument(table=table, record_id=record_id, version=version,
+                             fields=(loads(fields) if fields is not None else None) or {},
+                             scope=(loads(scope) if scope is not None else None) or {},
+                             keys=(loads(keys) if keys is not None else None) or [], signature=sig)
+
+    @staticmethod
+    def _cursor(conn: psycopg.AsyncConnection[Any]) -> psycopg.AsyncCursor[Any]:
+        """A binary cursor that leaves ``jsonb`` values unparsed (bytes, see :class:`RawJsonbLoader`),
+        for :meth:`_documents`."""
+        cur = conn.cursor(binary=True)
+        cur.adapters.register_loader("jsonb", RawJsonbLoader)
+        return cur
 
     async def get(self, table: str, record_ids: Sequence[str]) -> dict[str, IndexDocument]:
-        """Live documents by id. Raises TransientIndexError when unreachable."""
+        """Live documents by id: ``{record_id: document}``, missing and deleted ids absent; cached
+        documents of the same version are reused (shared, do not mutate). Raises
+        TransientIndexError when unreachable."""
         try:
-            async with self._pool.connection() as conn, conn.cursor(binary=True) as cur:
+            async with self._pool.connection() as conn, self._cursor(conn) as cur:
                 await cur.execute(query("get_documents"), {"table": table, "record_ids": list(record_ids)})
-                return {r[0]: self._doc(table, r) for r in await cur.fetchall()}
+                return self._documents(table, await cur.fetchall())
         except _TRANSIENT as e:
             raise TransientIndexError(str(e)) from e
 
@@ -204,25 +253,25 @@ class PostgresBackend:
     async def candidates(self, table: str, keys: Sequence[str], scope: Mapping[str, str], *, min_match: int = 1,
                          limit: int = 100, exclude_id: str | None = None,
                          exclude_source: str | None = None) -> list[Candidate]:
-        """Records sharing ``min_match`` hashed keys in the same scope, best first (see protocol)."""
-        hashes = sorted(key_hashes(table, scope, lookup_keys(keys)))
-        if not hashes:
-            return []
-        try:
-            async with self._pool.connection() as conn, conn.cursor(binary=True) as cur:
-                await cur.execute(query("candidates"), {"table": table, "keys": Int8Array(hashes), "min_match": min_match,
-                                                        "limit": limit, "exclude_id": exclude_id,
-                                                        "exclude_source": exclude_source})
-                return [Candidate(r[0], r[8], self._doc(table, r)) for r in await cur.fetchall()]
-        except _TRANSIENT as e:
-            raise TransientIndexError(str(e)) from e
+        """Records sharing ``min_match`` hashed keys in the same scope, best first (see protocol): one
+        lookup of :meth:`candidates_many`. Raises TransientIndexError."""
+        [found] = await self.candidates_many(table, [CandidateQuery(list(keys), dict(scope), exclude_id, exclude_source)],
+                                             min_match=min_match, limit=limit)
+        return found
 
     async def candidates_many(self, table: str, queries: Sequence[CandidateQuery], *, min_match: int = 1,
                               limit: int = 100) -> list[list[Candidate]]:
         """:meth:`candidates` for several lookups in one query and round trip (named
-        ``candidates_many``: one GIN index scan per lookup with that lookup's keys, then the best
-        ``limit`` per lookup with their documents). Returns one list per query, in order. Raises
-        TransientIndexError when unreachable."""
+        ``candidates_many``: one GIN index scan per lookup and key, then the best ``limit`` per
+        lookup). Each distinct candidate document comes once per call however many
+        lookups found it, and is parsed only when the cache does not hold its version: lookups that
+        share a candidate share its :class:`IndexDocument` object (do not mutate it).
+
+        Returns:
+            One list per query, in order, each best first as :meth:`candidates` would return it.
+        Raises:
+            TransientIndexError: the database is unreachable.
+        """
         out: list[list[Candidate]] = [[] for _ in queries]
         qids: list[int] = []
         hashes: list[int] = []
@@ -233,7 +282,7 @@ class PostgresBackend:
         if not hashes or limit <= 0:
             return out
         try:
-            async with self._pool.connection() as conn, conn.cursor(binary=True) as cur:
+            async with self._pool.connection() as conn, self._cursor(conn) as cur:
                 await cur.execute(query("candidates_many"), {
                     "table": table, "qids": Int4Array(qids), "keys": Int8Array(hashes), "min_match": min_match,
                     "limit": limit, "exclude_ids": [q.exclude_id for q in queries],
@@ -241,21 +290,34 @@ class PostgresBackend:
                 rows = await cur.fetchall()
         except _TRANSIENT as e:
             raise TransientIndexError(str(e)) from e
-        for qid, matched, *doc in rows:
-            out[qid].append(Candidate(doc[0], matched, self._doc(table, doc)))
+        hits = sorted(r[:4] for r in rows if r[0] is not None)  # (qid, rn, matched, record_id): best first
+        docs = self._documents(table, [r[3:] for r in rows if r[0] is None])
+        for qid, _rn, matched, record_id in hits:
+            doc = docs.get(record_id)
+            if doc is not None:  # always, in one statement's snapshot
+                out[qid].append(Candidate(record_id, matched, doc))
         return out
 
     async def scope_members(self, table: str, queries: Sequence[CandidateQuery], *,
                             limit: int) -> list[list[Candidate] | None]:
         """Every document of each query's scope when it holds at most ``limit`` (see protocol), in one
         query (named ``scope_members``: an index-only count of at most ``limit + 1`` key rows per
-        scope, then the members of the small ones). Raises TransientIndexError when unreachable."""
+        scope, then the members of the small ones). Each distinct member document comes once per
+        call and is parsed only when the cache does not hold its version; queries of one scope share
+        its members' :class:`IndexDocument` objects (do not mutate them).
+
+        Returns:
+            One entry per query, in order: its members in ``record_id`` order, or None for a scope
+            of more than ``limit`` documents.
+        Raises:
+            TransientIndexError: the database is unreachable.
+        """
         out: list[list[Candidate] | None] = [None for _ in queries]
         if not queries:
             return out
         hashes = [next(iter(key_hashes(table, q.scope, [SCOPE_KEY]))) for q in queries]
         try:
-            async with self._pool.connection() as conn, conn.cursor(binary=True) as cur:
+            async with self._pool.connection() as conn, self._cursor(conn) as cur:
                 await cur.execute(query("scope_members"), {
                     "table": table, "qids": Int4Array(list(range(len(queries)))), "keys": Int8Array(hashes),
                     "limit": limit, "exclude_ids": [q.exclude_id for q in queries],
@@ -265,14 +327,17 @@ class PostgresBackend:
                 rows = await cur.fetchall()
         except _TRANSIENT as e:
             raise TransientIndexError(str(e)) from e
-        for qid, n, *doc in rows:
+        docs = self._documents(table, [r[3:] for r in rows if r[0] is None])
+        listed = sorted((r[0], r[2], r[1], r[3]) for r in rows if r[0] is not None)  # (qid, rn, n, record_id)
+        for qid, _rn, n, record_id in listed:
             if n > limit:
                 continue
             found = out[qid]
             if found is None:
                 found = out[qid] = []
-            if doc[0] is not None:
-                found.append(Candidate(doc[0], 1, self._doc(table, doc)))
+            doc = docs.get(record_id) if record_id is not None else None
+            if doc is not None:
+                found.append(Candidate(record_id, 1, doc))
         return out
 
     async def count(self, table: str) -> int:
@@ -294,6 +359,10 @@ class PostgresBackend:
                     yield rid, version
 
     async def clear(self, table: str) -> None:
-        """Remove every document (keys included) of ``table``."""
-        async with self._pool.connection() as conn:
-            await conn.execute(query("clear_documents"), {"table": table})
+        """Remove every document (keys included) of ``table``, and forget its cached documents
+        (writes after a clear may bring versions again that the cache holds with other content)."""
+        try:
+            async with self._pool.connection() as conn:
+                await conn.execute(query("clear_documents"), {"table": table})
+        finally:
+            self._cache.drop_table(table)

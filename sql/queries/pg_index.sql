@@ -61,54 +61,49 @@ SELECT record_id, version, bottomk,
 FROM nearsync.documents
 WHERE table_name = %(table)s AND record_id = ANY(%(record_ids)b::text[]) AND NOT deleted;
 
--- name: candidates
--- Records sharing at least %(min_match)s hashed keys (the hash folds in table and scope, so the
--- lookup is blocked by scope for free), best first, with their documents; with %(exclude_source)s,
--- records whose source field equals it are left out before the limit. The GIN index finds the
--- documents sharing any key (&&); the shared keys are counted from each one's array.
-SELECT d.record_id, d.version, d.scope, d.fields, d.signature, d.keys, d.bottomk, d.minhash, m.matched
-FROM nearsync.documents d
-CROSS JOIN LATERAL (SELECT count(*)::integer AS matched FROM unnest(d.key_hashes) AS h(key)
-                    WHERE h.key = ANY(%(keys)b::bigint[])) m
-WHERE d.key_hashes && %(keys)b::bigint[] AND d.table_name = %(table)s AND NOT d.deleted
-  AND d.record_id IS DISTINCT FROM %(exclude_id)s
-  AND (%(exclude_source)s::text IS NULL OR d.fields ->> 'source' IS DISTINCT FROM %(exclude_source)s::text)
-  AND m.matched >= %(min_match)s
-ORDER BY m.matched DESC, d.record_id
-LIMIT %(limit)s;
-
 -- name: candidates_many
 -- candidates for several lookups at once: lookup qids[i] has hashed key keys[i]; exclude_ids[q] is
 -- lookup q's own record (NULL for none); exclude_sources[q] leaves out candidates whose source field
--- equals it (NULL: no filter). Per lookup, best first, at most %(limit)s candidates: the lookup, the
--- match count, then the document in the column order of get_documents (one round trip; a record
--- that is a candidate of several lookups comes once per lookup).
+-- equals it (NULL: no filter). Per lookup, best first, at most %(limit)s candidates.
+-- Two kinds of rows in one result (one round trip), told apart by qid:
+--   * a hit (qid NOT NULL): qid, rn (the rank within the lookup, from 1), matched, record_id, then
+--     NULL document columns;
+--   * a document (qid NULL): NULL, NULL, NULL, then the document in the column order of
+--     get_documents, once for each distinct record of the hits, however many lookups found it
+--     (in a dense batch about 4 hits in 10 share their document with another lookup).
+-- Rows come in no particular order; the caller orders the hits by (qid, rn).
 -- One GIN index scan per (lookup, key) (@> ARRAY[key]); a document's shared keys are counted by
 -- grouping those hits, since both arrays hold distinct hashes. (Counting them from each found
--- document's array, unnest(key_hashes) against ANY(keys), compares ~40 x ~40 hashes per hit, and a
--- lookup whose keys include a large block has hundreds of hits: about 4x slower on product
--- listings.)
-WITH hits AS (
+-- document's array, unnest(key_hashes) against ANY(keys), compares ~40 x ~40 hashes per hit:
+-- about 4x slower on product listings.) The lookup's own record and its excluded source are
+-- filtered on the row the scan has just read, rather than by a second index lookup per hit.
+WITH lk AS (
+    SELECT t.qid, t.key FROM unnest(%(qids)b::integer[], %(keys)b::bigint[]) AS t(qid, key)
+), hits AS (
     SELECT t.qid, d.record_id, count(*)::integer AS matched
-    FROM unnest(%(qids)b::integer[], %(keys)b::bigint[]) AS t(qid, key)
+    FROM lk t
     JOIN nearsync.documents d
       ON d.key_hashes @> ARRAY[t.key] AND d.table_name = %(table)s AND NOT d.deleted
+         AND d.record_id IS DISTINCT FROM (%(exclude_ids)s::text[])[t.qid + 1]
+         AND ((%(exclude_sources)s::text[])[t.qid + 1] IS NULL
+              OR d.fields ->> 'source' IS DISTINCT FROM (%(exclude_sources)s::text[])[t.qid + 1])
     GROUP BY t.qid, d.record_id
     HAVING count(*) >= %(min_match)s
-), ranked AS (
-    SELECT h.qid, h.record_id, h.matched,
-           row_number() OVER (PARTITION BY h.qid ORDER BY h.matched DESC, h.record_id) AS rn
-    FROM hits h
-    WHERE h.record_id IS DISTINCT FROM (%(exclude_ids)s::text[])[h.qid + 1]
-      AND ((%(exclude_sources)s::text[])[h.qid + 1] IS NULL OR NOT EXISTS (
-          SELECT 1 FROM nearsync.documents s
-          WHERE s.table_name = %(table)s AND s.record_id = h.record_id
-            AND s.fields ->> 'source' = (%(exclude_sources)s::text[])[h.qid + 1]))
+), top AS MATERIALIZED (
+    SELECT r.qid, r.rn, r.matched, r.record_id
+    FROM (SELECT h.qid, h.record_id, h.matched,
+                 row_number() OVER (PARTITION BY h.qid ORDER BY h.matched DESC, h.record_id) AS rn
+          FROM hits h) r
+    WHERE r.rn <= %(limit)s
 )
-SELECT r.qid, r.matched, d.record_id, d.version, d.scope, d.fields, d.signature, d.keys, d.bottomk, d.minhash
-FROM ranked r JOIN nearsync.documents d ON d.table_name = %(table)s AND d.record_id = r.record_id
-WHERE r.rn <= %(limit)s AND NOT d.deleted
-ORDER BY r.qid, r.rn;
+SELECT t.qid, t.rn::integer, t.matched, t.record_id, NULL::bigint AS version, NULL::jsonb AS scope,
+       NULL::jsonb AS fields, NULL::jsonb AS signature, NULL::jsonb AS keys, NULL::bigint[] AS bottomk,
+       NULL::bigint[] AS minhash
+FROM top t
+UNION ALL
+SELECT NULL, NULL, NULL, d.record_id, d.version, d.scope, d.fields, d.signature, d.keys, d.bottomk, d.minhash
+FROM nearsync.documents d
+WHERE d.table_name = %(table)s AND d.record_id IN (SELECT t.record_id FROM top t) AND NOT d.deleted;
 
 -- name: scope_members
 -- The members of small scopes (exhaustive comparison): lookup qids[i]'s scope is the set of documents
@@ -117,8 +112,14 @@ ORDER BY r.qid, r.rn;
 -- scope of the call, so a large scope costs limit + 1 matches once (the lookups of a global scope
 -- share one count); only a scope of n <= %(limit)s has its documents read, less the lookup's own
 -- record (exclude_ids), those of its excluded source (exclude_sources) and, when the lookup has title
--- tokens (toks of tok_qids), those whose title shares none of them. One row per member, or one row
--- with a NULL document for a lookup with none, in record_id order.
+-- tokens (toks of tok_qids), those whose title shares none of them.
+-- Two kinds of rows in one result, told apart by qid:
+--   * a membership (qid NOT NULL): qid, n, rn (the member's place in record_id order, from 1),
+--     record_id (one row per member, or one row with a NULL record_id for a lookup with none), then
+--     NULL document columns;
+--   * a document (qid NULL): NULL, NULL, NULL, then the document in the column order of
+--     get_documents, once for each distinct member, however many lookups share its scope.
+-- Rows come in no particular order; the caller orders each lookup's members by rn.
 WITH q AS (
     SELECT t.qid, t.key FROM unnest(%(qids)b::integer[], %(keys)b::bigint[]) AS t(qid, key)
 ), t AS (
@@ -133,7 +134,7 @@ WITH q AS (
 ), sized AS (
     SELECT q.qid, q.key, c.n FROM q JOIN counted c USING (key)
 ), members AS (
-    SELECT s.qid, d.record_id, d.version, d.scope, d.fields, d.signature, d.keys, d.bottomk, d.minhash
+    SELECT s.qid, d.record_id
     FROM sized s
     JOIN nearsync.documents d ON d.table_name = %(table)s AND d.key_hashes @> ARRAY[s.key] AND NOT d.deleted
     WHERE s.n <= %(limit)s
@@ -142,10 +143,17 @@ WITH q AS (
            OR EXISTS (SELECT 1 FROM t WHERE t.qid = s.qid AND (d.signature -> 'tokens') ? t.tok))
       AND ((%(exclude_sources)s::text[])[s.qid + 1] IS NULL
            OR d.fields ->> 'source' IS DISTINCT FROM (%(exclude_sources)s::text[])[s.qid + 1])
+), listed AS MATERIALIZED (
+    SELECT s.qid, s.n, m.record_id, row_number() OVER (PARTITION BY s.qid ORDER BY m.record_id)::integer AS rn
+    FROM sized s LEFT JOIN members m ON m.qid = s.qid
 )
-SELECT s.qid, s.n, m.record_id, m.version, m.scope, m.fields, m.signature, m.keys, m.bottomk, m.minhash
-FROM sized s LEFT JOIN members m ON m.qid = s.qid
-ORDER BY s.qid, m.record_id;
+SELECT l.qid, l.n, l.rn, l.record_id, NULL::bigint AS version, NULL::jsonb AS scope, NULL::jsonb AS fields,
+       NULL::jsonb AS signature, NULL::jsonb AS keys, NULL::bigint[] AS bottomk, NULL::bigint[] AS minhash
+FROM listed l
+UNION ALL
+SELECT NULL, NULL, NULL, d.record_id, d.version, d.scope, d.fields, d.signature, d.keys, d.bottomk, d.minhash
+FROM nearsync.documents d
+WHERE d.table_name = %(table)s AND d.record_id IN (SELECT l.record_id FROM listed l) AND NOT d.deleted;
 
 -- name: count_documents
 SELECT count(*)::bigint AS n FROM nearsync.documents WHERE table_name = %(table)s AND NOT deleted;

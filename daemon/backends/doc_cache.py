@@ -1,0 +1,112 @@
+"""A bounded LRU cache of decoded index documents, and the raw ``jsonb`` loader it pairs with.
+
+The PostgreSQL backend reads the same documents over and over in the dedup worker: on a
+near-duplicate-dense corpus a 200-record candidate lookup returns ~6,000 distinct documents, and
+after a few batches ~85% of them were decoded by an earlier one. Decoding a document is four JSON
+parses and two ``bigint[]`` copies; a cache hit is a dictionary look-up.
+
+Keys are ``(table, record_id, version)``. The version is the external version (the change sequence
+the write carried, see :mod:`daemon.backends.base`): a document's content never changes under one
+version (a newer write brings a newer version, hence a new key), so an entry can never be served
+stale. The one way a version's content could be rewritten is :meth:`IndexBackend.clear` followed by
+the same writes again; the backend drops the table's entries on ``clear``.
+
+Documents handed out are shared: the same :class:`~daemon.backends.base.IndexDocument` object goes
+to every caller that asks for that version, so callers must not mutate it (``fields``,
+``signature``, ``scope``, ``keys``). None does (``grep`` of the dedup worker, scoring, the HTTP API
+and the ops tools).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+from psycopg.adapt import Loader
+from psycopg.errors import DataError
+from psycopg.pq import Format
+
+from daemon.backends.base import IndexDocument
+
+DocKey = tuple[str, str, int]
+"""``(table, record_id, version)``."""
+
+DEFAULT_CACHED_DOCUMENTS = 10_000
+"""Default bound of :class:`DocumentCache` (documents). A decoded product listing of the Abt-Buy
+bench corpus takes ~14.5 kB of Python objects (measured with ``tracemalloc`` over 3,000 of them; its
+128-value MinHash is ~5 kB of it), so 10,000 hold ~150 MB: about two 200-record lookups' worth of
+distinct candidates on that dense corpus (~6,000 each), where most of the reuse is. Raise it
+(``[index] cached_documents``) on a machine with memory to spare; 50,000 would be ~750 MB."""
+
+
+class DocumentCache:
+    """A least-recently-used map ``(table, record_id, version) -> IndexDocument``.
+
+    Args:
+        max_documents: most documents kept (``0``: caching off, :meth:`get` always misses). When a
+            :meth:`put` goes beyond it, the least recently used entries are dropped.
+
+    Raises:
+        ValueError: ``max_documents`` is negative.
+
+    Not thread-safe; one event loop's use only (every method is synchronous, so no coroutine sees
+    it half-updated).
+    """
+
+    __slots__ = ("_docs", "hits", "max_documents", "misses")
+
+    def __init__(self, max_documents: int = DEFAULT_CACHED_DOCUMENTS) -> None:
+        if max_documents < 0:
+            raise ValueError(f"max_documents must be >= 0, got {max_documents}")
+        self.max_documents = max_documents
+        self._docs: OrderedDict[DocKey, IndexDocument] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+    def get(self, key: DocKey) -> IndexDocument | None:
+        """The cached document of ``key`` (now the most recently used), or None (counted as a miss)."""
+        doc = self._docs.get(key)
+        if doc is None:
+            self.misses += 1
+            return None
+        self._docs.move_to_end(key)
+        self.hits += 1
+        return doc
+
+    def put(self, key: DocKey, doc: IndexDocument) -> None:
+        """Keep ``doc`` under ``key`` (most recently used), dropping the least recently used beyond the bound."""
+        if self.max_documents == 0:
+            return
+        self._docs[key] = doc
+        self._docs.move_to_end(key)
+        while len(self._docs) > self.max_documents:
+            self._docs.popitem(last=False)
+
+    def drop_table(self, table: str) -> None:
+        """Forget every document of ``table`` (after the table's documents were cleared)."""
+        for key in [k for k in self._docs if k[0] == table]:
+            del self._docs[key]
+
+
+class RawJsonbLoader(Loader):
+    """Binary ``jsonb`` loader that does not parse: returns the JSON text as ``bytes``.
+
+    Registered on the cursors whose documents may already be cached, so that only the documents
+    the cache misses are parsed (by :func:`daemon.db.jsoncodec.loads`). The binary ``jsonb`` format
+    is a version byte (1) followed by the JSON text (PostgreSQL's ``jsonb_send``).
+    """
+
+    format = Format.BINARY
+
+    def load(self, data: Any) -> bytes:
+        """The JSON text of one binary ``jsonb`` value.
+
+        Raises:
+            psycopg.errors.DataError: an unknown ``jsonb`` binary format version.
+        """
+        if data[:1] != b"\x01":
+            raise DataError(f"unknown jsonb binary format: {bytes(data[:1])!r}")
+        return bytes(data[1:])

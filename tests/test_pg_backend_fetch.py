@@ -1,0 +1,147 @@
+"""The PostgreSQL backend's candidate fetch against a real PostgreSQL: each distinct document comes
+once per call and is shared by the lookups that found it, decoded documents are cached by
+``(table, record_id, version)`` (a new version is a new entry, ``clear`` forgets the table), and the
+batched lookups return exactly what one lookup each returns."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from daemon.backends.base import SCOPE_KEY, CandidateQuery, IndexDocument
+from daemon.backends.doc_cache import DocumentCache
+from daemon.backends.postgres import PostgresBackend
+from daemon.db import jsoncodec
+from daemon.errors import ConfigError
+from daemon.ops.migrate import upgrade
+from tests.conftest import make_settings
+from tests.test_search_backend import T, doc
+
+
+@pytest.fixture
+async def be(fresh_db: str) -> AsyncIterator[PostgresBackend]:
+    upgrade(make_settings(fresh_db))
+    backend = PostgresBackend(fresh_db)
+    await backend.open()
+    try:
+        yield backend
+    finally:
+        await backend.close()
+
+
+def _parses(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Record every JSON text the backend parses (its decoder calls jsoncodec.loads)."""
+    seen: list[Any] = []
+    real = jsoncodec.loads
+
+    def counting(data: Any) -> Any:
+        seen.append(bytes(data))
+        return real(data)
+
+    monkeypatch.setattr(jsoncodec, "loads", counting)
+    return seen
+
+
+def _key(c: Any) -> tuple[Any, ...]:
+    d = c.document
+    return (c.record_id, c.matched, d.version, d.fields, d.signature, d.scope, d.keys)
+
+
+async def test_a_shared_candidate_is_one_object_decoded_once(be: PostgresBackend,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    await be.write([doc("1", 3, ["b1:a", "b2:b"]), doc("2", 3, ["b1:a", "b3:c"]), doc("3", 3, ["b2:b", "b3:c"])], [])
+    parses = _parses(monkeypatch)
+    found = await be.candidates_many(T, [CandidateQuery(["b1:a"], {}), CandidateQuery(["b1:a", "b2:b"], {}),
+                                         CandidateQuery(["b3:c"], {}, exclude_id="3")])
+    assert [[(c.record_id, c.matched) for c in x] for x in found] == [
+        [("1", 1), ("2", 1)], [("1", 2), ("2", 1), ("3", 1)], [("2", 1)]]
+    assert found[0][0].document is found[1][0].document  # "1", found by two lookups
+    assert found[0][1].document is found[1][1].document is found[2][0].document  # "2", by three
+    assert len(parses) == 3 * 4  # three documents, four JSON columns each: once per document
+    assert found[1][0].document.signature["minhash"] == [1, 2, 3]  # the bigint[] columns are put back
+    again = await be.candidates_many(T, [CandidateQuery(["b2:b"], {})])
+    assert len(parses) == 12  # cached: nothing parsed again
+    assert again[0][0].document is found[1][0].document
+    got = await be.get(T, ["1", "3"])
+    assert got["1"] is found[0][0].document and got["3"] is found[1][2].document and len(parses) == 12
+
+
+async def test_a_new_version_is_a_new_entry_and_clear_forgets(be: PostgresBackend) -> None:
+    await be.write([doc("1", 3, ["b1:a"], title="Old title"), doc("2", 3, ["b1:a"])], [])
+    [[first]] = await be.candidates_many(T, [CandidateQuery(["b1:a"], {}, exclude_id="2")])
+    assert first.document.fields["title"] == "Old title"
+    await be.write([doc("1", 4, ["b1:a"], title="New title")], [])
+    [[now]] = await be.candidates_many(T, [CandidateQuery(["b1:a"], {}, exclude_id="2")])
+    assert (now.document.version, now.document.fields["title"]) == (4, "New title")
+    assert (await be.get(T, ["1"]))["1"].fields["title"] == "New title"
+    assert first.document.fields["title"] == "Old title"  # what a caller holds is never changed
+    # After a clear the same version may come back with other content (a rebuild from scratch).
+    await be.clear(T)
+    await be.write([doc("1", 4, ["b1:a"], title="Rebuilt title"), doc("2", 3, ["b1:a"])], [])
+    assert (await be.get(T, ["1"]))["1"].fields["title"] == "Rebuilt title"
+
+
+async def test_batched_lookups_equal_one_lookup_each(be: PostgresBackend) -> None:
+    docs = [doc(str(i), 2, [f"b{i % 3}:x", f"b{i % 5}:y", f"s{i % 2}:z", SCOPE_KEY], scope={"user": str(i % 2)},
+                source=f"shop{i % 3}", title=f"Red bike number {i % 4}")
+            for i in range(1, 41)]
+    await be.write(docs, [])
+    queries = [CandidateQuery(d.keys, d.scope, d.record_id, f"shop{i % 3}" if i % 2 else None,
+                              ("bike",) if i % 4 else ("car",))
+               for i, d in enumerate(docs[:12])]
+    for min_match, limit in ((1, 5), (2, 100), (1, 1)):
+        many = await be.candidates_many(T, queries, min_match=min_match, limit=limit)
+        one = [await be.candidates(T, q.keys, q.scope, min_match=min_match, limit=limit, exclude_id=q.exclude_id,
+                                   exclude_source=q.exclude_source) for q in queries]
+        assert [[_key(c) for c in x] for x in many] == [[_key(c) for c in x] for x in one]
+        assert any(x for x in many) and (limit == 100 or any(len(x) == limit for x in many))
+    members = await be.scope_members(T, queries, limit=30)
+    assert all(x is not None for x in members)
+    for q, found in zip(queries, members, strict=True):
+        assert found is not None
+        want = sorted(d.record_id for d in docs if d.scope == q.scope and d.record_id != q.exclude_id
+                      and (q.exclude_source is None or d.fields["source"] != q.exclude_source)
+                      and set(d.signature["tokens"]) & set(q.tokens))
+        assert [c.record_id for c in found] == want  # in record_id order, as PostgreSQL sorts them
+    same_scope = [(i, j) for i in range(12) for j in range(12) if i < j and queries[i].scope == queries[j].scope]
+    shared = [(i, j) for i, j in same_scope
+              if members[i] and members[j] and {c.record_id for c in members[i]} & {c.record_id for c in members[j]}]
+    i, j = shared[0]
+    rid = next(c.record_id for c in members[i] if c.record_id in {x.record_id for x in members[j]})
+    assert next(c.document for c in members[i] if c.record_id == rid) is \
+        next(c.document for c in members[j] if c.record_id == rid)  # one object per member per call
+    assert await be.scope_members(T, queries[:2], limit=3) == [None, None]  # 20 documents per scope
+
+
+async def test_a_scope_without_members_and_no_lookups(be: PostgresBackend) -> None:
+    await be.write([doc("1", 2, ["b1:a", SCOPE_KEY], scope={"user": "7"})], [])
+    assert await be.scope_members(T, [CandidateQuery([], {"user": "7"}, exclude_id="1"),
+                                      CandidateQuery([], {"user": "8"})], limit=5) == [[], []]
+    assert await be.candidates_many(T, []) == []
+    assert await be.candidates_many(T, [CandidateQuery(["zz"], {})]) == [[]]
+
+
+def test_the_cache_is_bounded_least_recently_used_first() -> None:
+    cache = DocumentCache(2)
+    a, b, c = (IndexDocument(T, rid, 1, {}) for rid in "abc")
+    cache.put((T, "a", 1), a)
+    cache.put((T, "b", 1), b)
+    assert cache.get((T, "a", 1)) is a  # "a" is now the most recently used
+    cache.put((T, "c", 1), c)
+    assert (cache.get((T, "b", 1)), cache.get((T, "a", 1)), cache.get((T, "c", 1))) == (None, a, c)
+    assert len(cache) == 2 and (cache.hits, cache.misses) == (3, 1)
+    cache.drop_table(T)
+    assert len(cache) == 0
+    off = DocumentCache(0)
+    off.put((T, "a", 1), a)
+    assert off.get((T, "a", 1)) is None
+    with pytest.raises(ValueError):
+        DocumentCache(-1)
+
+
+@pytest.mark.parametrize("bad", [-1, "many", 1.5, True])
+def test_cached_documents_option_is_validated(bad: Any) -> None:
+    with pytest.raises(ConfigError, match="index.cached_documents"):
+        PostgresBackend("postgresql://unused", cached_documents=bad)
