@@ -258,8 +258,8 @@ def build_clusters(
 
 
 AVERAGE_LINK_EXACT_LIMIT = 60
-"""Components of more nodes are not clustered by average linkage (whose cost grows with the cube of
-a component's size, every merge re-averaging the groups' cross pairs) but split as
+"""Components of more nodes are not clustered by average linkage (which scores every unlinked cross
+pair of linked groups, up to n(n-1)/2 ``score`` calls, each a full ``score_pair`` in the worker) but split as
 :func:`build_clusters` does (Leiden, default density and resolution), so one re-clustering under
 the table lock stays bounded (DBLP-ACM in one table makes components of hundreds of "Editorial"s)."""
 
@@ -284,6 +284,11 @@ def average_link_clusters(
     group it resembles as a whole, and a chain a-b-c whose a-c is weak does not become one cluster.
     Ties are broken by the groups' earliest members' order keys, so the result depends only on the
     links and scores, not on their order.
+
+    Cost: edges are grouped by component in one pass, each record's order key is computed once
+    (keys are expected to be distinct, as ``order_key``'s are: they end with the id), and the cross
+    sums are kept up to date by the Lance & Williams (1967) update instead of being re-summed at each
+    merge (see :func:`_average_link`, which gives exactly the merges of the plain re-summing).
 
     Args:
         links: ``(a_id, b_id, score)`` links, score 0-100; self links are ignored, a repeated pair
