@@ -24,6 +24,7 @@ stays the same.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
@@ -108,6 +109,20 @@ def _link_graph(links: Iterable[Link]) -> tuple[dict[frozenset, float], UnionFin
         edges[e] = max(float(score), edges.get(e, float("-inf")))
         uf.union(a, b)
     return edges, uf
+
+
+def _components(edges: Mapping[frozenset, float], uf: UnionFind) -> list[tuple[list[Hashable], dict[frozenset, float]]]:
+    """Each connected component of :func:`_link_graph`'s graph, in one pass over the edges.
+
+    Returns:
+        ``(nodes, edges)`` per component: its nodes in the order :meth:`UnionFind.components` gives,
+        and its edges (``{frozenset((a, b)): score}``) in their order in ``edges``.
+    """
+    comps = uf.components()
+    sub: dict[Hashable, dict[frozenset, float]] = {root: {} for root in comps}
+    for e, w in edges.items():
+        sub[uf.find(next(iter(e)))][e] = w
+    return [(nodes, sub[root]) for root, nodes in comps.items()]
 
 
 def _density(nodes: list[Hashable], edges: Mapping[frozenset, float]) -> float:
@@ -226,25 +241,25 @@ def build_clusters(
     """
     key = order_key.__getitem__ if isinstance(order_key, Mapping) else order_key
     edges, uf = _link_graph(links)
-    components = uf.components()
-    by_node_edges: dict[Hashable, dict[frozenset, float]] = defaultdict(dict)
-    for e, w in edges.items():
-        by_node_edges[uf.find(next(iter(e)))][e] = w
     clusters: list[Cluster] = []
-    for root, nodes in components.items():
-        nodes.sort(key=key)
-        for part in _split(nodes, by_node_edges[root], max_size, min_density, resolution, seed):
+    keys: dict[Hashable, Any] = {}
+    for nodes, sub in _components(edges, uf):
+        for n in nodes:  # the key of each record, computed once
+            keys[n] = key(n)
+        by_key = keys.__getitem__
+        nodes.sort(key=by_key)
+        for part in _split(nodes, sub, max_size, min_density, resolution, seed):
             if len(part) < 2:
                 continue
-            members = tuple(sorted(part, key=key))
+            members = tuple(sorted(part, key=by_key))
             clusters.append(Cluster(id=cluster_id(members[0]), original=members[0], members=members))
-    clusters.sort(key=lambda c: key(c.original))
+    clusters.sort(key=lambda c: keys[c.original])
     return clusters
 
 
 AVERAGE_LINK_EXACT_LIMIT = 60
-"""Components of more nodes are not clustered by average linkage (whose cost grows with the cube of
-a component's size, every merge re-averaging the groups' cross pairs) but split as
+"""Components of more nodes are not clustered by average linkage (which scores every unlinked cross
+pair of linked groups, up to n(n-1)/2 ``score`` calls, each a full ``score_pair`` in the worker) but split as
 :func:`build_clusters` does (Leiden, default density and resolution), so one re-clustering under
 the table lock stays bounded (DBLP-ACM in one table makes components of hundreds of "Editorial"s)."""
 
@@ -270,6 +285,11 @@ def average_link_clusters(
     Ties are broken by the groups' earliest members' order keys, so the result depends only on the
     links and scores, not on their order.
 
+    Cost: edges are grouped by component in one pass, each record's order key is computed once
+    (keys are expected to be distinct, as ``order_key``'s are: they end with the id), and the cross
+    sums are kept up to date by the Lance & Williams (1967) update instead of being re-summed at each
+    merge (see :func:`_average_link`, which gives exactly the merges of the plain re-summing).
+
     Args:
         links: ``(a_id, b_id, score)`` links, score 0-100; self links are ignored, a repeated pair
             keeps its highest score.
@@ -285,56 +305,154 @@ def average_link_clusters(
     key = order_key.__getitem__ if isinstance(order_key, Mapping) else order_key
     edges, uf = _link_graph(links)
     clusters: list[Cluster] = []
-    for nodes in uf.components().values():
+    keys: dict[Hashable, Any] = {}
+    for nodes, sub in _components(edges, uf):
+        for n in nodes:  # the key of each record, computed once
+            keys[n] = key(n)
+        by_key = keys.__getitem__
         if len(nodes) > AVERAGE_LINK_EXACT_LIMIT:
-            nodes.sort(key=key)
-            members_of = set(nodes)
-            sub = {e: w for e, w in edges.items() if next(iter(e)) in members_of}
+            nodes.sort(key=by_key)
             for part in _split(nodes, sub, max_size, 0.3, 1.0, 42):
                 if len(part) >= 2:
-                    ms = tuple(sorted(part, key=key))
+                    ms = tuple(sorted(part, key=by_key))
                     clusters.append(Cluster(id=cluster_id(ms[0]), original=ms[0], members=ms))
             continue
-        exact = score is not None
-        cache: dict[frozenset, float] = {}
-
-        def pair(a: Hashable, b: Hashable) -> float:
-            e = frozenset((a, b))
-            if e in edges:
-                return edges[e]
-            if not exact:
-                return 0.0
-            if e not in cache:
-                x, y = sorted((a, b), key=key)
-                cache[e] = float(score(x, y))  # type: ignore[misc]
-            return cache[e]
-
-        groups: dict[Hashable, list[Hashable]] = {n: [n] for n in sorted(nodes, key=key)}
-        where = {n: n for n in nodes}
-        mine = [tuple(e) for e in edges if next(iter(e)) in where]
-        while True:
-            best: tuple[float, Any, Any] | None = None
-            pairs = {tuple(sorted((where[a], where[b]), key=key)) for a, b in mine if where[a] != where[b]}
-            for ga, gb in sorted(pairs, key=lambda p: (key(p[0]), key(p[1]))):
-                A, B = groups[ga], groups[gb]
-                if len(A) + len(B) > max_size:
-                    continue
-                mean = sum(pair(a, b) for a in A for b in B) / (len(A) * len(B))
-                need = strict_threshold if len(A) > 1 and len(B) > 1 else threshold
-                if mean >= need and (best is None or mean > best[0]):
-                    best = (mean, ga, gb)
-            if best is None:
-                break
-            _, ga, gb = best
-            keep, gone = (ga, gb) if key(ga) <= key(gb) else (gb, ga)
-            groups[keep] = sorted(groups[keep] + groups.pop(gone), key=key)
-            for n in groups[keep]:
-                where[n] = keep
-        for members in groups.values():
+        for members in _average_link(nodes, sub, keys, score, threshold, strict_threshold, max_size):
             if len(members) >= 2:
                 clusters.append(Cluster(id=cluster_id(members[0]), original=members[0], members=tuple(members)))
-    clusters.sort(key=lambda c: key(c.original))
+    clusters.sort(key=lambda c: keys[c.original])
     return clusters
+
+
+_MEAN_SLACK = 2.0**-40
+"""Per-term bound, relative to the largest pair score, on how far a mean kept by sums of sums
+(:func:`_average_link`) can be from the same mean summed left to right: summing k terms in any order
+errs by at most (k - 1)·u·Σ|x| (u = 2**-53; Higham 2002, "Accuracy and Stability of Numerical
+Algorithms", §4.2), so two such sums of one mean differ by at most 2k·u·max|x| and their means by
+(2k + 2)·u·max|x|; 2**-40·k leaves a margin of thousands."""
+
+_TINY = 2.0**-1000
+"""Absolute slack on top of :data:`_MEAN_SLACK` (covers a mean that underflows to subnormals)."""
+
+
+def _largest(bound: float, v: float) -> float:
+    """``max(bound, |v|)``; ``inf`` when ``v`` is not finite (nan included), so no slack is trusted."""
+    return max(bound, abs(v)) if math.isfinite(v) else math.inf
+
+
+def _average_link(
+    nodes: list[Hashable], edges: Mapping[frozenset, float], keys: Mapping[Hashable, Any],
+    score: Callable[[Hashable, Hashable], float] | None, threshold: float, strict_threshold: float, max_size: int,
+) -> list[list[Hashable]]:
+    """UPGMA (Sokal & Michener 1958) on one connected component, as :func:`average_link_clusters` describes.
+
+    The sum of pair scores between every two linked groups is kept and, when two groups A and B
+    merge, updated as sum(A∪B, C) = sum(A, C) + sum(B, C) (the Lance & Williams 1967 update of
+    average linkage), instead of re-summing every cross pair of every linked pair of groups at each
+    merge. A pair of groups too large to merge is dropped for good (groups only grow).
+
+    The chosen merge is exactly the one of summing each candidate's pairs left to right in
+    order-key order (the plain definition, and this module's earlier implementation): a mean within
+    :data:`_MEAN_SLACK` of the threshold or of the best mean is summed that way before it decides, so
+    rounding cannot tip a comparison. ``score`` is called, once per pair, for exactly the unlinked
+    pairs that the plain definition weighs: the cross pairs of linked groups that may merge by size.
+
+    Args:
+        nodes: the component's records. edges: its links, ``{frozenset((a, b)): score}``.
+        keys: record id -> order key (distinct keys: ``order_key`` ends with the id).
+        score, threshold, strict_threshold, max_size: as in :func:`average_link_clusters`.
+    Returns:
+        The groups (every record in one), members in order-key order.
+    """
+    cache: dict[frozenset, float] = {}
+    by_key = keys.__getitem__
+    worst = 0.0  # the largest |pair score| summed so far (inf when one is not finite)
+
+    def pair(a: Hashable, b: Hashable) -> float:
+        nonlocal worst
+        e = frozenset((a, b))
+        if e in edges:
+            return edges[e]
+        if score is None:
+            return 0.0
+        v = cache.get(e)
+        if v is None:
+            x, y = (a, b) if keys[a] <= keys[b] else (b, a)
+            v = cache[e] = float(score(x, y))
+            worst = _largest(worst, v)
+        return v
+
+    def plain_mean(g: Hashable, h: Hashable) -> float:
+        """The mean of groups g, h (g earlier) summed left to right in order-key order."""
+        A, B = groups[g], groups[h]
+        return sum(pair(a, b) for a in A for b in B) / (len(A) * len(B))
+
+    groups: dict[Hashable, list[Hashable]] = {n: [n] for n in sorted(nodes, key=by_key)}
+    # sums[g][h]: sum of the pair scores across linked groups g and h that may still merge by size
+    sums: dict[Hashable, dict[Hashable, float]] = {n: {} for n in groups}
+    if max_size >= 2:
+        for e, w in edges.items():
+            a, b = e
+            sums[a][b] = sums[b][a] = w
+            worst = _largest(worst, w)
+    while True:
+        # every candidate merge: its order (g earlier), its mean and whether that is exact
+        passing: list[tuple[float, float, Hashable, Hashable, bool]] = []  # (low, high, g, h, exact)
+        for g, around in sums.items():
+            ng = len(groups[g])
+            kg = keys[g]
+            for h, s in around.items():
+                if not kg < keys[h]:
+                    continue
+                nh = len(groups[h])
+                need = strict_threshold if ng > 1 and nh > 1 else threshold
+                k = ng * nh
+                mean = s / k
+                slack = k * _MEAN_SLACK * worst + _TINY
+                if mean + slack < need:
+                    continue
+                if mean - slack >= need:
+                    passing.append((mean - slack, mean + slack, g, h, False))
+                else:  # too close to call: decide on the plain sum
+                    mean = plain_mean(g, h)
+                    if mean >= need:
+                        passing.append((mean, mean, g, h, True))
+        if not passing:
+            break
+        floor = max(p[0] for p in passing)
+        contenders = [p for p in passing if p[1] >= floor]
+        if len(contenders) == 1:
+            _, _, ga, gb, _ = contenders[0]
+        else:  # the highest plain mean; on a tie the earliest pair (by the groups' order keys)
+            best: tuple[float, Any, Any] | None = None
+            for low, _, g, h, exact in sorted(contenders, key=lambda p: (keys[p[2]], keys[p[3]])):
+                mean = low if exact else plain_mean(g, h)
+                if best is None or mean > best[0]:
+                    best = (mean, g, h)
+            assert best is not None
+            _, ga, gb = best
+        keep, gone = ga, gb  # ga is the earlier: it stays the representative
+        A, B = groups[keep], groups.pop(gone)
+        around_a, around_b = sums.pop(keep), sums.pop(gone)
+        merged = sorted(A + B, key=by_key)
+        grown: dict[Hashable, float] = {}
+        for c in sorted((around_a.keys() | around_b.keys()) - {keep, gone}, key=by_key):
+            sums[c].pop(keep, None)
+            sums[c].pop(gone, None)
+            C = groups[c]
+            if len(merged) + len(C) > max_size:
+                continue
+            # a side without a link to C was never summed: sum it now (its pairs are all unlinked)
+            sa = around_a.get(c)
+            if sa is None:
+                sa = sum(pair(a, b) for a in A for b in C)
+            sb = around_b.get(c)
+            if sb is None:
+                sb = sum(pair(a, b) for a in B for b in C)
+            grown[c] = sums[c][keep] = sa + sb
+        groups[keep] = merged
+        sums[keep] = grown
+    return list(groups.values())
 
 
 def membership(clusters: Iterable[Cluster]) -> dict[Hashable, str]:

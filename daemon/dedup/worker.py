@@ -491,19 +491,22 @@ class DedupHandler:
         return [(m, "duplicate" if canonical(m, o) in confirmed else flag, o, cid, link)
                 for m, flag, o, cid, link in flags]
 
-    def _direct(self, member: str, original: str, docs: dict[str, IndexDocument], via: Link) -> Link:
+    def _direct(self, member: str, original: str, docs: dict[str, IndexDocument], via: Link,
+                scored: Link | None = None) -> Link:
         """The (member, original) pair scored directly, for a member linked to it only through others.
 
         Its flag then says what relates the two records the flag names; the summary says which
         record links them. Below the potential threshold the member is still flagged (as
-        ``potential_duplicate``, for a moderator) because its cluster holds it.
+        ``potential_duplicate``, for a moderator) because its cluster holds it. ``scored``: the
+        pair as :meth:`_score_link` already scored it from the same ``docs`` (under the same lock),
+        reused instead of scoring it again (``score_pair`` is a function of the two documents).
         """
         a, b = canonical(member, original)
         da, db = docs.get(a), docs.get(b)
         other = via.b if via.a == member else via.a
         if da is None or db is None:
             return Link(a, b, via.score, via.reasons, f"linked via #{other}: {via.summary}")
-        link = self._score_link(a, b, da, db)
+        link = replace(scored) if scored is not None else self._score_link(a, b, da, db)
         link.summary = f"linked via #{other}; directly: {link.summary}"
         return link
 
@@ -519,11 +522,14 @@ class DedupHandler:
         cfg = self.options.scoring
         start = [x for x in seeds if x not in unlinked]
         max_nodes = self.options.max_component + len(start)
-        cur = await conn.execute(query("component_links"), {"table": self.table, "ids": start,
-                                                            "max_nodes": max_nodes})
-        row = await cur.fetchone()
-        assert row is not None  # an aggregate always returns its row
-        nodes, a, b, score, reasons, summary = row
+        if start:
+            cur = await conn.execute(query("component_links"), {"table": self.table, "ids": start,
+                                                                "max_nodes": max_nodes})
+            row = await cur.fetchone()
+            assert row is not None  # an aggregate always returns its row
+            nodes, a, b, score, reasons, summary = row
+        else:  # every seed is known to have no link: the query would return no node and no link
+            nodes = a = b = score = reasons = summary = None
         comp = sorted(set(nodes or ()) | set(seeds))
         if len(nodes or ()) >= max_nodes:  # the limit is on growth beyond the start
             log.warning("component truncated", size=len(nodes), max_component=self.options.max_component)
@@ -536,12 +542,13 @@ class DedupHandler:
         missing = [rid for rid in ends if rid not in docs]
         if missing:
             docs |= await self.backend.get(self.table, missing)
+        order = {rid: order_key(rid, docs.get(rid)) for rid in ends}  # each record's key, computed once
         if self.options.best_match_per_source:
             links = mutual_best_per_source(links, {rid: d.fields.get("source") for rid, d in docs.items()},
-                                           lambda r: order_key(r, docs.get(r)))
+                                           order.__getitem__)
         decided = await self._decisions_among(conn, ends, docs) if links else {}
         links = self._without_dismissed_joins(links, decided.get("not_duplicate", set()))
-        order = lambda r: order_key(r, docs.get(r))  # noqa: E731
+        scored: dict[tuple[str, str], Link] = {}  # pairs scored below, reused by _direct
         if cfg.cluster.method == "average":
             dismissed = decided.get("not_duplicate", set())
 
@@ -550,7 +557,8 @@ class DedupHandler:
                 x, y = canonical(a, b)
                 if (x, y) in dismissed or x not in docs or y not in docs:
                     return 0.0
-                return self._score_link(x, y, docs[x], docs[y]).score
+                link = scored[(x, y)] = self._score_link(x, y, docs[x], docs[y])
+                return link.score
 
             clusters = average_link_clusters([(x.a, x.b, x.score) for x in links], order, pair_score,
                                              threshold=cfg.potential_threshold,
@@ -575,7 +583,7 @@ class DedupHandler:
                 link = by_pair.get(canonical(m, cl.original))
                 if link is None:  # linked to the original through others: score the pair itself
                     via = max((x for x in adjacent[m] if x.a in inside and x.b in inside), key=lambda x: x.score)
-                    link = self._direct(m, cl.original, docs, via)
+                    link = self._direct(m, cl.original, docs, via, scored.get(canonical(m, cl.original)))
                 flag = decide(link.score, cfg) or "potential_duplicate"
                 flags.append((m, flag, cl.original, cl.id, link))
         flags = self._keep_confirmed(flags, decided.get("duplicate", set()))
