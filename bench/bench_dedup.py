@@ -233,7 +233,8 @@ PROFILE_ROWS: tuple[tuple[str, str, str, str], ...] = (
     ("PairScore.summary", "scoring/combine.py", "summary", "cum"),
     ("jsoncodec.loads (all calls)", "db/jsoncodec.py", "loads", "cum"),
     ("jsoncodec.dumps (all calls)", "db/jsoncodec.py", "dumps", "cum"),
-    ("PostgresBackend._doc (rows -> documents)", "backends/postgres.py", "_doc", "cum"),
+    ("PostgresBackend._documents (rows -> documents, cache look-ups)", "backends/postgres.py", "_documents", "cum"),
+    ("  PostgresBackend._decode (cache misses: JSON parsed)", "backends/postgres.py", "_decode", "cum"),
 )
 
 

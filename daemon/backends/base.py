@@ -162,6 +162,11 @@ class IndexBackend(Protocol):
             that returns the document with ``encoded`` set (and may drop its content). The indexer
             then runs it in its signature worker processes, and :meth:`write` gets documents whose
             encoding is already done. With ``None``, :meth:`write` gets whole documents.
+
+    Documents returned by :meth:`get`, :meth:`candidates`, :meth:`candidates_many` and
+    :meth:`scope_members` may be shared: by the lookups of one call that found the same record, and
+    across calls (the PostgreSQL backend caches decoded documents by record and version). Callers
+    must treat them as read-only (never mutate ``fields``, ``signature``, ``scope`` or ``keys``).
     """
 
     name: str
