@@ -207,6 +207,9 @@ async def score_candidates_many(table: str, items: Sequence[tuple[str, IndexDocu
     return out
 
 
+PAIR_SCORES_MAX = 500_000
+"""Bound of :attr:`DedupHandler._pair_scores` (about 150 bytes an entry: ~75 MB at most)."""
+
 LOOKUP_CHUNK = 200
 """Records per :meth:`~daemon.backends.base.IndexBackend.candidates_many` call (bounds one query or
 ``_msearch`` request)."""
@@ -330,6 +333,10 @@ class DedupHandler:
     backend: IndexBackend
     options: DedupOptions
     observer: Callable[[str, Sequence[ScoredCandidate]], None] | None = None
+    _pair_scores: dict[tuple[str, str, int, int], float] = field(default_factory=dict, repr=False)
+    """Scores of the pairs scored as candidates, by ``(a, b, a_version, b_version)`` (a pair's score
+    is a function of its two documents, which their versions name): average linkage reads them
+    back for pairs without a link instead of scoring them again. Cleared at :data:`PAIR_SCORES_MAX`."""
 
     async def score_records(self, items: Sequence[tuple[str, IndexDocument]],
                             seen: dict[str, IndexDocument] | None = None) -> list[Link]:
@@ -353,10 +360,14 @@ class DedupHandler:
         if self.observer is not None:
             self.observer(rid, res.scored)
         links = []
+        memo = self._pair_scores
+        if len(memo) + len(res.scored) > PAIR_SCORES_MAX:
+            memo.clear()
         for sc in res.scored:
+            va, vb = (doc.version, sc.candidate.document.version) if sc.a == rid \
+                else (sc.candidate.document.version, doc.version)
+            memo[(sc.a, sc.b, va, vb)] = sc.score.score
             if sc.flag is not None:
-                va, vb = (doc.version, sc.candidate.document.version) if sc.a == rid \
-                    else (sc.candidate.document.version, doc.version)
                 links.append(Link(sc.a, sc.b, sc.score.score, sc.score.reasons, sc.score.summary(), (va, vb)))
         return links
 
@@ -557,6 +568,9 @@ class DedupHandler:
                 x, y = canonical(a, b)
                 if (x, y) in dismissed or x not in docs or y not in docs:
                     return 0.0
+                known = self._pair_scores.get((x, y, docs[x].version, docs[y].version))
+                if known is not None:
+                    return known
                 link = scored[(x, y)] = self._score_link(x, y, docs[x], docs[y])
                 return link.score
 

@@ -166,7 +166,11 @@ def comparator(spec: FieldSpec) -> Comparator:
         exact_sets = m.exact_similarity_sets
 
         def exact(a: Side, b: Side) -> float | None:
-            return exact_sets(a.identifier_set(name, iq), b.identifier_set(name, iq), **kw)
+            sa = a.identifier_set(name, iq)
+            if not sa:  # the common case for phones and e-mails: no evidence, nothing to compare
+                return None
+            sb = b.identifier_set(name, iq)
+            return exact_sets(sa, sb, **kw) if sb else None
         if not p["title_first"]:
             return exact
 

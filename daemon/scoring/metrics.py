@@ -220,7 +220,10 @@ def exact_similarity_sets(
     best = 0.0
     if partial > 0.0:
         for x in sa:
+            head = x[:partial_min_len]
             for y in sb:
+                if not y.startswith(head):  # a shared prefix shorter than partial_min_len: no credit
+                    continue
                 lcp = len(os.path.commonprefix((x, y)))
                 if lcp < partial_min_len:
                     continue
@@ -489,7 +492,7 @@ def numbers_conflict(a: Any, b: Any) -> float | None:
     if not na or not nb:
         return None
     small, large = (na, nb) if len(na) <= len(nb) else (nb, na)
-    if _covered(small, large):
+    if small <= large or _covered(small, large):
         return None
     if not wa or not wb or len(wa & wb) < OTHERWISE_EQUAL * min(len(wa), len(wb)):
         return None
