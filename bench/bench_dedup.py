@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import xxhash
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -180,9 +181,24 @@ async def drain_throughput(worker: Any, label: str, target: int = 2000, profile:
     if pg0 is not None and pg1 is not None:
         print(f"  PostgreSQL CPU during the drain (its backends): {pg1 - pg0:.1f} s = "
               f"{(pg1 - pg0) * 1000 / max(1, done):.1f} ms per record", flush=True)
+    await print_final_state(worker.dsn)
     if prof and profile:
         prof.dump_stats(profile)
         print_profile(pstats.Stats(prof), batches=batches, pairs=pairs, records=done, wall=t_dedup)
+
+
+async def print_final_state(dsn: str, table: str = "public.ads") -> None:
+    """Print the links and flags the tables hold after a drain, with a digest of each (xxh64 of the
+    sorted rows: links as (a, b, score), flags as (record, flag, original)). The per-batch counts
+    of the throughput line depend on batching; these do not, so two runs over the same backlog
+    must print the same digests whatever ``--concurrency`` or ``--batch-size``."""
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        links = sorted((a, b, round(float(sc), 1)) for a, b, sc, *_ in
+                       await (await conn.execute(query("links_of_table"), {"table": table})).fetchall())
+        flags = sorted((r[0], r[1], r[2]) for r in
+                       await (await conn.execute(query("flags_of_table"), {"table": table})).fetchall())
+    print(f"  final state: {len(links):,} links (digest {xxhash.xxh64_hexdigest(repr(links))}), {len(flags):,} flags "
+          f"(digest {xxhash.xxh64_hexdigest(repr(flags))})", flush=True)
 
 
 def postgres_cpu_s(dsn: str) -> float | None:
