@@ -77,7 +77,7 @@ the dead-letter table naming the field, and the check API answers 422 naming it.
 MAX_DATE_TEXT = 40
 """Most characters of a date or timestamp given as text."""
 
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 def parse_date(value: Any) -> float | None:
@@ -106,7 +106,7 @@ def parse_date(value: Any) -> float | None:
             raise ValueError("must be an ISO 8601 date or timestamp (2024-03-01, 2024-03-01T12:00:00Z)") from None
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
-            value = value.replace(tzinfo=dt.timezone.utc)
+            value = value.replace(tzinfo=dt.UTC)
         return (value - _EPOCH).total_seconds() / 86_400.0
     if isinstance(value, dt.date):
         return float((value - _EPOCH.date()).days)
