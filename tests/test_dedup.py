@@ -12,7 +12,7 @@ import pytest
 from daemon.backends.base import DeleteOp, Outcome
 from daemon.config import Settings
 from daemon.ops.migrate import sync_triggers
-from daemon.ops.reindex import reindex
+from daemon.ops.reindex import reindex, verify
 from daemon.service import opened_backend
 from daemon.signatures import SIGNATURE_SCHEMA_VERSION
 from daemon.capture.queue import relay
@@ -364,6 +364,9 @@ async def test_a_column_of_ones_own_is_indexed_and_scored(dsettings: Settings) -
         await settle(s)
     async with opened_backend(s) as backend:
         docs = await backend.get("public.ads", [orig, copy, bad])
+        report = await verify(s, backend, sample=1000, page_size=1000)
+    # verify compares the stored fields with what the indexer would store (the text year parsed)
+    assert (report["drifted"], report["sampled"], report["missing"]) == (0, 2, 1), report  # the bad row: missing
     assert docs[copy].fields["authors"] == "Li Wei, Jane Smith" and docs[copy].fields["year"] == 2000.0
     assert docs[orig].fields["year"] == 1999.0 and bad not in docs
     assert (await flags(s.dsn))[copy] == ("duplicate", orig)
