@@ -451,7 +451,9 @@ def build_parser() -> argparse.ArgumentParser:
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     ev.add_argument("--records", action="append", metavar="CSV", help="records CSV (repeat for several files)")
     ev.add_argument("--pairs", metavar="CSV", help="true pairs CSV: two id columns, header first")
-    ev.add_argument("--map", help="role=column list, e.g. title=name,body=description,price=price")
+    ev.add_argument("--map", help="field=column list, e.g. title=name,body=description,price=price; a field that "
+                                  "is no role (authors=authors,year=year) is stored, and scored when --config "
+                                  "gives it a metric ([dedup.fields.year] metric = \"numeric\")")
     ev.add_argument("--id", default="id", help="id column (default id)")
     ev.add_argument("--encoding", default="utf-8", help="CSV encoding (e.g. cp1252)")
     ev.add_argument("--delimiter", default=",", help="CSV field separator of the records and pairs files "

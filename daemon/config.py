@@ -8,7 +8,8 @@ The file has these tables (all optional; defaults track the reference ``ads`` ta
 
     [database]  dsn
     [source]    schema, table, id_column, tracked_columns, create_reference_table,
-                active_column, active_values, [source.fields] role = column
+                active_column, active_values, [source.fields] role = column (a fixed role or
+                any other field name, see :func:`check_field_name`)
     [daemon]    mode, window_s, batch_size, poll_interval_s, max_attempts, retry_backoff_s
     [index]     backend, url, ... (backend-specific)
     [signatures] ... (see daemon.signatures.SignatureParams)
@@ -44,6 +45,19 @@ REFERENCE_FIELDS = {
     "source": "source",
 }
 FIELD_ROLES = ("title", "body", "price", "lat", "lon", "user", "category", "group", "created_at", "source")
+FIELD_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+"""A field name other than a role of :data:`FIELD_ROLES` (``authors``, ``year``, ``isbn``): lower-case
+letters, digits and ``_``, starting with a letter, at most 40 characters (safe as a JSON key, a metric
+label and an HTTP field name)."""
+RESERVED_FIELD_NAMES = frozenset({
+    "id", "models", "phones", "emails", "numbers", "colours", "price_gap", "location",
+    "v", "params", "simhash", "minhash", "bottomk", "bands", "blocks", "geo", "super", "tokens", "text",
+})
+"""Names a mapped field may not take: ``id`` (the check API's record id), the scorer's own fields
+that do not read a column (``models``, ``phones``, ``emails``, ``numbers``, ``colours``,
+``price_gap``, ``location``: see :data:`daemon.scoring.config.DEFAULT_FIELDS`) and the keys of a
+signature document (``exact`` reads ``sig[name]`` when it is a list, so a field named ``tokens``
+would silently compare the signature's tokens instead of the column)."""
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,62}$")
 MODES = ("realtime", "batch")
 BACKENDS = ("postgres", "elasticsearch", "opensearch")
@@ -82,6 +96,29 @@ def check_dsn(key: str, dsn: str) -> str:
     return dsn
 
 
+def check_field_name(key: str, name: Any) -> str:
+    """Check the name of a mapped field (``[source.fields]`` key, ``evaluate --map`` role).
+
+    Args:
+        key: the setting or option named in the error (``source.fields.authors``, ``--map``).
+        name: a role of :data:`FIELD_ROLES`, or another name matching :data:`FIELD_NAME` and not
+            in :data:`RESERVED_FIELD_NAMES`.
+    Returns:
+        ``name`` unchanged.
+    Raises:
+        ConfigError: naming ``key``: a malformed or reserved name.
+    """
+    if name in FIELD_ROLES:
+        return str(name)
+    if not isinstance(name, str) or not FIELD_NAME.match(name):
+        raise ConfigError(key, f"field name {name!r} must be a role ({', '.join(FIELD_ROLES)}) or a name of "
+                               "lower-case letters, digits and _ starting with a letter, at most 40 characters")
+    if name in RESERVED_FIELD_NAMES:
+        raise ConfigError(key, f"field name {name!r} is reserved (used by the scorer or the signature: "
+                               f"{', '.join(sorted(RESERVED_FIELD_NAMES))}); choose another name")
+    return name
+
+
 def _ident(key: str, value: Any) -> str:
     if not isinstance(value, str) or not _IDENT.match(value):
         raise ConfigError(key, f"must be a plain SQL identifier (letters, digits, _), got {value!r}")
@@ -116,7 +153,9 @@ class SourceSettings:
         schema / table: where the records live (quoted with ``sql.Identifier`` wherever used).
         id_column: primary key column (integer, text or uuid).
         tracked_columns: an UPDATE touching none of these enqueues nothing.
-        fields: field role (title, body, price, lat, lon, user, category, ...) -> column.
+        fields: field name -> column: a fixed role (title, body, price, lat, lon, user, category,
+            ...) or any other name (:func:`check_field_name`), stored in the index document and
+            scored when ``[dedup.fields.NAME]`` names a metric for it.
         active_column / active_values: rows whose column value is not in ``active_values`` are
             removed from the index (``None`` column: every row is active).
         create_reference_table: let ``migrate`` create the reference ``ads`` table (demo, tests).
@@ -136,6 +175,11 @@ class SourceSettings:
         """``schema.table``, the table's name in tracking rows and index documents."""
         return f"{self.schema}.{self.table}"
 
+    @property
+    def custom_fields(self) -> tuple[str, ...]:
+        """Mapped field names that are not fixed roles (:data:`FIELD_ROLES`), in mapping order."""
+        return tuple(name for name in self.fields if name not in FIELD_ROLES)
+
     @classmethod
     def from_mapping(cls, d: Mapping[str, Any]) -> SourceSettings:
         """Validate the ``[source]`` table. Raises ConfigError naming the key."""
@@ -154,7 +198,10 @@ class SourceSettings:
             kw["tracked_columns"] = tuple(_ident(f"{p}.tracked_columns[{i}]", c) for i, c in enumerate(cols))
         if "fields" in d:
             f = d["fields"]
-            _check_keys(f"{p}.fields", f, set(FIELD_ROLES))
+            if not isinstance(f, Mapping):
+                raise ConfigError(f"{p}.fields", f"must be a table, got {type(f).__name__}")
+            for name in f:
+                check_field_name(f"{p}.fields.{name}", name)
             kw["fields"] = {role: _ident(f"{p}.fields.{role}", col) for role, col in f.items()}
         if "active_column" in d:
             v = d["active_column"]

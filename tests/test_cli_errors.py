@@ -241,3 +241,26 @@ def test_an_unexpected_error_is_one_line_with_its_type() -> None:
     except RuntimeError as wrapped:
         code, line = exit_status(wrapped)
     assert code == EXIT_UNREACHABLE and "hunter2" not in line
+
+
+MAPPED_AUTHORS = ('[source]\ntracked_columns = ["user_id", "category", "title", "body", "price", "lat", "lon", '
+                  '"status", "source", "authors"]\n[source.fields]\ntitle = "title"\nuser = "user_id"\n'
+                  'authors = "authors"\n')
+
+
+@pytest.mark.parametrize(("toml", "key", "says"), [
+    ('[source.fields]\n"Authors" = "title"\n', "source.fields.Authors", "lower-case letters"),
+    ('[source.fields]\ntokens = "title"\n', "source.fields.tokens", "reserved"),
+    (MAPPED_AUTHORS + '[dedup.fields.authors]\nmetric = "fuzzy"\nweight = 1\n', "dedup.fields.authors.metric",
+     "must be one of"),
+    (MAPPED_AUTHORS + '[dedup.fields.authors]\nweight = 1\n', "dedup.fields.authors.metric", "no default metric"),
+    ('[dedup.fields.authors]\nmetric = "token_set"\nweight = 1\n', "dedup.fields.authors",
+     "is not mapped to a column: add source.fields.authors"),
+], ids=["bad-name", "reserved-name", "unknown-metric", "no-metric", "unmapped"])
+def test_a_field_of_ones_own_misconfigured_is_one_line_naming_the_key(
+        migrated: str, tmp_path: Path, toml: str, key: str, says: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 17, item 5: a bad field name, a scored field of one's own with an unknown or no metric,
+    or one no ``[source.fields]`` entry maps: exit 2 at start, one line naming the key."""
+    rc, err = cli(capsys, "status", "--config", write(tmp_path, toml), "--dsn", migrated)
+    assert rc == EXIT_CONFIG and f"'{key}'" in last_line(err) and says in last_line(err), err
+    assert err.count("\n") == 1 and "Traceback" not in err

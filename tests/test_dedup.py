@@ -3,6 +3,7 @@ deletes, cluster splitting, and parallel workers."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import psycopg
@@ -10,7 +11,8 @@ import pytest
 
 from daemon.backends.base import DeleteOp, Outcome
 from daemon.config import Settings
-from daemon.ops.reindex import reindex
+from daemon.ops.migrate import sync_triggers
+from daemon.ops.reindex import reindex, verify
 from daemon.service import opened_backend
 from daemon.signatures import SIGNATURE_SCHEMA_VERSION
 from daemon.capture.queue import relay
@@ -331,3 +333,49 @@ async def test_one_bad_record_among_100_is_the_only_dead_letter_and_the_99_get_t
     async with running_worker(with_daemon(s, batch_size=7)):
         await settle(s)
     assert await flags(s.dsn) == expected
+
+
+async def test_a_column_of_ones_own_is_indexed_and_scored(dsettings: Settings) -> None:
+    """Issue 17, item 5: columns that are no fixed role (``authors``, a text ``year``) mapped in
+    ``[source.fields]`` and scored in ``[dedup.fields]`` go from the row through the indexing daemon
+    into the document and through the dedup worker into the flag's reasons; a year the ``numeric``
+    metric cannot read sends its row alone to the dead-letter table naming the field."""
+    s = dsettings
+    async with await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as c:
+        await c.execute("ALTER TABLE ads ADD COLUMN authors text, ADD COLUMN pub_year text")
+    s = replace(s, source=replace(s.source, fields={**s.source.fields, "authors": "authors", "year": "pub_year"},
+                                  tracked_columns=(*s.source.tracked_columns, "authors", "pub_year")),
+                dedup={**s.dedup, "fields": {"authors": {"metric": "token_set", "weight": 2.0},
+                                             "year": {"metric": "numeric", "weight": 1.0}}})
+    assert sync_triggers(s)
+    cols = (*COLS, "authors", "pub_year")
+
+    async def put(ad: dict[str, Any], authors: str, year: str, created: str = "now()") -> str:
+        async with await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as c:
+            cur = await c.execute(f"INSERT INTO ads ({', '.join(cols)}, created_at) "
+                                  f"VALUES ({', '.join(['%s'] * len(cols))}, {created}) RETURNING id",
+                                  [*(ad[k] for k in COLS), authors, year])
+            return str((await cur.fetchone())[0])  # type: ignore[index]
+
+    async with running_indexer(s), running_worker(s):
+        orig = await put(ORIGINAL, "Jane Smith, Li Wei", "1999", "now() - interval '2 days'")
+        copy = await put(ORIGINAL, "Li Wei, Jane Smith", " 2000 ")
+        bad = await put(OTHER_PRODUCT, "Ann Other", "next year")
+        await settle(s)
+    async with opened_backend(s) as backend:
+        docs = await backend.get("public.ads", [orig, copy, bad])
+        report = await verify(s, backend, sample=1000, page_size=1000)
+    # verify compares the stored fields with what the indexer would store (the text year parsed)
+    assert (report["drifted"], report["sampled"], report["missing"]) == (0, 2, 1), report  # the bad row: missing
+    assert docs[copy].fields["authors"] == "Li Wei, Jane Smith" and docs[copy].fields["year"] == 2000.0
+    assert docs[orig].fields["year"] == 1999.0 and bad not in docs
+    assert (await flags(s.dsn))[copy] == ("duplicate", orig)
+    async with await psycopg.AsyncConnection.connect(s.dsn) as c:
+        cur = await c.execute("SELECT summary, reasons FROM nearsync.duplicate_flags WHERE record_id = %s", (copy,))
+        summary, reasons = await cur.fetchone()  # type: ignore[misc]
+    assert reasons["authors"] == {"metric": "token_set", "similarity": 1.0, "weight": 2.0}
+    assert reasons["year"] == {"metric": "numeric", "similarity": 0.5, "weight": 1.0}
+    assert "same authors" in summary
+    dead = await dead_letters(s.dsn)
+    assert [(q, rid) for q, rid, _, _ in dead] == [("index", bad)]
+    assert dead[0][3].startswith("year: must be a number") and "'next year'" in dead[0][3]

@@ -127,3 +127,33 @@ def test_demo_runs_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:
     assert "visible after" in out and "gone from the index" in out
     assert "queued 0 change(s)" in out
     assert "duplicate + potential_duplicate" in out and "three flagged examples" in out
+
+
+def test_evaluate_maps_and_scores_a_column_of_ones_own(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--map seller_name=seller,year=yr`` stores fields that are no fixed role; ``--config`` scores
+    them (``[dedup.fields.year]``); scoring a field ``--map`` does not map is one error naming it."""
+    rec, pp, _ = write_labelled(tmp_path, 60)
+    rows = list(csv.reader(rec.open(encoding="latin-1")))
+    with rec.open("w", newline="", encoding="latin-1") as f:
+        csv.writer(f).writerows([rows[0] + ["yr"], *(r + [str(2000 + i % 3)] for i, r in enumerate(rows[1:]))])
+    cfg = tmp_path / "fields.toml"
+    cfg.write_text('[dedup.fields.year]\nmetric = "numeric"\nweight = 1.0\n'
+                   '[dedup.fields.seller_name]\nmetric = "jaro_winkler"\nweight = 0.5\n')
+    out = tmp_path / "out"
+    argv = ["evaluate", "--records", str(rec), "--pairs", str(pp), "--id", "ref", "--encoding", "latin-1",
+            "--map", "title=headline,body=text,price=cost,seller_name=seller,year=yr", "--config", str(cfg),
+            "--no-baselines", "--json-only"]
+    assert main([*argv, "--out", str(out)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    fields = report["settings"]["dedup"]["fields"]
+    assert fields["year"] == {"metric": "numeric", "weight": 1.0, "evidence": "both", "tolerance": 2.0,
+                              "relative": False}
+    assert fields["seller_name"]["metric"] == "jaro_winkler"
+    links = list(csv.DictReader((out / "links.csv").open()))
+    scored = [json.loads(r["reasons"]) for r in links]
+    assert scored and all(set(r) >= {"year", "seller_name"} for r in scored)
+    assert report["duplicate_or_potential"]["precision"] >= 0.9
+    argv[argv.index("--map") + 1] = "title=headline,body=text,year=yr"
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "dedup.fields.seller_name" in err and "--map seller_name=" in err

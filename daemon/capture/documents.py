@@ -10,7 +10,7 @@ import os
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from daemon import heap
@@ -18,7 +18,7 @@ from daemon.backends.base import SCOPE_KEY, IndexDocument
 from daemon.config import Settings
 from daemon.errors import ConfigError, RecordError
 from daemon.logs import get_logger
-from daemon.scoring.numbers import NUMBER_RANGES, parse_number
+from daemon.scoring.numbers import NUMBER_RANGES, parse_number, typed_value
 from daemon.signatures import (Signature, SignatureParams, compute_signature, compute_signatures, record_error,
                                signatures_enabled)
 from daemon.capture.source import NUMBER_ROLES, SourceTable
@@ -65,25 +65,30 @@ def require_signatures(settings: Settings, what: str) -> None:
 NUMERIC_ROLES = NUMBER_ROLES
 
 
-def coerce_numbers(fields: dict[str, Any]) -> dict[str, Any]:
+def coerce_numbers(fields: dict[str, Any], typed: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Make ``price``, ``lat`` and ``lon`` floats (or ``None``) by the rule the check API applies
     (:func:`daemon.scoring.numbers.parse_number`): text like ``"$1,299.00"`` is parsed, blank is no
-    value.
+    value; and the other fields of ``typed`` (mapped fields scored ``numeric`` or ``date``) their
+    stored values (:func:`daemon.scoring.numbers.typed_value`: a float, or ISO 8601 text).
 
     A value the check API would refuse with a 422 is refused here too, and the row goes to the
     dead-letter table with that error (choosing to reject rather than index the row without the
     value: the row's owner sees the error, and the ad is not compared on a price or place it does
     not have): text that is not a number (``"call me"``, ``"$1,2,3"``), a boolean, NaN or an
-    infinity, a negative price or one above 1e12, a latitude outside ±90 or a longitude outside ±180.
+    infinity, a negative price or one above 1e12, a latitude outside ±90 or a longitude outside ±180;
+    for a ``numeric`` field, anything but a finite number or number text (no range); for a ``date``
+    field, anything but an ISO 8601 date or timestamp (a ``date`` / ``timestamp`` column is one).
 
     Args:
-        fields: role -> value as read from the row.
+        fields: field name -> value as read from the row.
+        typed: field name -> ``"numeric"`` or ``"date"`` (:func:`daemon.dedup.settings.typed_fields`);
+            None: none.
 
     Returns:
-        A copy with the numeric roles as floats or ``None``.
+        A copy with the numeric roles as floats or ``None`` and the typed fields converted.
 
     Raises:
-        RecordError: a numeric role's value breaks the rule (the message names the role and the value).
+        RecordError: a value breaks the rule (the message names the field and the value).
     """
     out = dict(fields)
     for role in NUMERIC_ROLES:
@@ -93,6 +98,12 @@ def coerce_numbers(fields: dict[str, Any]) -> dict[str, Any]:
             out[role] = parse_number(v, low, high)
         except ValueError as e:
             raise RecordError(f"{role}: {e}, got {str(v)[:80]!r}") from None
+    for name, metric in (typed or {}).items():
+        v = out.get(name)
+        try:
+            out[name] = typed_value(metric, v)
+        except ValueError as e:
+            raise RecordError(f"{name}: {e}, got {str(v)[:80]!r}") from None
     return out
 
 
@@ -152,6 +163,8 @@ class DocumentBuilder:
             ``None``. Picklable, so it runs in the :class:`SignaturePool` workers with the build.
         signed: ``signatures.enabled``. ``False`` is plain sync: documents carry the fields and
             scope, an empty signature and no candidate keys (no signature is computed).
+        typed: field name -> ``"numeric"`` / ``"date"``: mapped fields whose values must parse
+            (:func:`coerce_numbers`); empty: none.
     """
 
     table: SourceTable
@@ -159,12 +172,16 @@ class DocumentBuilder:
     scope: str
     encoder: Callable[[IndexDocument], IndexDocument] | None = None
     signed: bool = True
+    typed: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_settings(cls, settings: Settings, table: SourceTable) -> DocumentBuilder:
-        """Validate ``[signatures]`` and ``dedup.scope`` and build. Raises ConfigError naming the key."""
+        """Validate ``[signatures]`` and ``[dedup]`` (scope, fields) and build. Raises ConfigError
+        naming the key."""
+        from daemon.dedup.settings import typed_fields
+
         return cls(table, SignatureParams.from_mapping(settings.signatures), scope_kind(settings),
-                   signed=signatures_enabled(settings.signatures))
+                   signed=signatures_enabled(settings.signatures), typed=typed_fields(settings))
 
     def build(self, row: Mapping[str, Any], version: int) -> IndexDocument:
         """One document for ``row`` at external version ``version``.
@@ -173,7 +190,7 @@ class DocumentBuilder:
             RecordError: the row's values cannot be signed, or the document cannot be encoded by
                 ``encoder`` (the message says which and why).
         """
-        fields = coerce_numbers(self.table.fields_of(row))
+        fields = coerce_numbers(self.table.fields_of(row), self.typed)
         doc = document_from_fields(self.table.name, str(row[self.table.settings.id_column]), version, fields,
                                    self.params, self.scope, signed=self.signed)
         return self._encoded(doc)
@@ -190,7 +207,7 @@ class DocumentBuilder:
         ready: list[tuple[int, str, int, dict[str, Any]]] = []
         for i, (row, version) in enumerate(items):
             try:
-                fields = coerce_numbers(self.table.fields_of(row))
+                fields = coerce_numbers(self.table.fields_of(row), self.typed)
             except RecordError as e:
                 out[i] = e
                 continue

@@ -90,10 +90,11 @@ class SourceTable:
         return str(row.get(s.active_column)) in s.active_values
 
     def fields_of(self, row: Mapping[str, Any]) -> dict[str, Any]:
-        """Field role -> value for one loaded row: JSON-safe (:func:`json_safe`) except for the
-        numeric roles ``price``, ``lat`` and ``lon``, whose numbers are kept as they are (decimals
-        as floats, NaN and infinities included), so that
-        :func:`daemon.capture.documents.coerce_numbers` can refuse what the check API refuses."""
+        """Field name -> value for one loaded row, for every mapped field (fixed roles and other
+        names alike): JSON-safe (:func:`json_safe`: dates as ISO 8601 text, decimals as floats, a
+        non-finite float as None) except for the numeric roles ``price``, ``lat`` and ``lon``,
+        whose numbers are kept as they are (decimals as floats, NaN and infinities included), so
+        that :func:`daemon.capture.documents.coerce_numbers` can refuse what the check API refuses."""
         return {role: (_number_or_text(row.get(col)) if role in NUMBER_ROLES else json_safe(row.get(col)))
                 for role, col in self.settings.fields.items()}
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from daemon.config import Settings
+from daemon.config import FIELD_ROLES, RESERVED_FIELD_NAMES, Settings
 from daemon.errors import ConfigError
 from daemon.scoring import ScoringConfig
+from daemon.scoring.numbers import NUMBER_RANGES, TYPED_METRICS
 
 WORKER_KEYS = {"enabled", "min_match", "best_match_per_source", "cross_source_only", "max_component",
                "exhaustive_below"}
@@ -46,8 +47,29 @@ class DedupOptions:
     exhaustive_below: int = EXHAUSTIVE_BELOW
 
 
+VALUE_METRICS = ("token_set", "levenshtein", "jaro_winkler", "exact", "price", "numeric", "date")
+"""Metrics that read the value of the field they are named after (``fields[name]``); the others
+read the signature or fixed roles (``jaccard``, ``simhash``, ``geo``, ``numbers``, ``colours``,
+``price_gap``), so their field name is only a label."""
+
+
+def typed_fields(settings: Settings) -> dict[str, str]:
+    """Mapped fields scored with a metric of :data:`daemon.scoring.numbers.TYPED_METRICS`, other
+    than the number roles (``price``, ``lat``, ``lon``, always read as numbers): field -> metric
+    (``{"year": "numeric"}``). Their values must parse: see
+    :func:`daemon.capture.documents.coerce_numbers` and the check API's models.
+
+    Raises:
+        ConfigError: an invalid ``[dedup]`` table (the key is named).
+    """
+    return {spec.name: spec.metric for spec in dedup_options(settings).scoring.fields
+            if spec.metric in TYPED_METRICS and spec.name in settings.source.fields
+            and spec.name not in NUMBER_RANGES}
+
+
 def dedup_options(settings: Settings) -> DedupOptions:
-    """Validate ``[dedup]``. Raises ConfigError naming the key (e.g. ``dedup.min_match``)."""
+    """Validate ``[dedup]``. Raises ConfigError naming the key (e.g. ``dedup.min_match``, or
+    ``dedup.fields.authors`` for a field that reads a column no ``source.fields`` entry maps)."""
     raw: dict[str, Any] = dict(settings.dedup)
     worker = {k: raw.pop(k) for k in list(raw) if k in WORKER_KEYS}
     for key in ("enabled", "best_match_per_source", "cross_source_only"):
@@ -65,6 +87,12 @@ def dedup_options(settings: Settings) -> DedupOptions:
     scoring = ScoringConfig.from_mapping(raw, prefix="dedup")
     if scoring.scope != "global" and scoring.scope not in settings.source.fields:
         raise ConfigError("dedup.scope", f"scope {scoring.scope!r} needs source.fields.{scoring.scope} to name a column")
+    for spec in scoring.fields:
+        if (spec.metric in VALUE_METRICS and spec.name not in FIELD_ROLES and spec.name not in RESERVED_FIELD_NAMES
+                and spec.name not in settings.source.fields):
+            raise ConfigError(f"dedup.fields.{spec.name}",
+                              f"field {spec.name!r} is not mapped to a column: add source.fields.{spec.name} = "
+                              f"\"<column>\" (nearsync evaluate: --map {spec.name}=<column>)")
     return DedupOptions(enabled=worker.get("enabled", False), min_match=worker["min_match"],
                         best_match_per_source=worker.get("best_match_per_source", False),
                         cross_source_only=worker.get("cross_source_only", False),

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from daemon.config import FIELD_ROLES, check_field_name
 from daemon.errors import ConfigError
 
 RECORD_ROLES = ("title", "body", "price", "category", "user", "lat", "lon", "source")
@@ -52,10 +53,15 @@ def default_data_dir() -> Path | None:
 
 
 def parse_mapping(text: str | None) -> dict[str, str]:
-    """Parse ``title=name,body=description`` into ``{role: column}``.
+    """Parse ``title=name,body=description,authors=authors`` into ``{field: column}``.
+
+    A field is a role of :data:`RECORD_ROLES` or any other field name
+    (:func:`daemon.config.check_field_name`: ``authors``, ``year``): such a field is stored in each
+    record's document and scored when the settings give it a metric (``[dedup.fields.authors]``).
 
     Raises:
-        ConfigError: (key ``--map``) for a malformed item or an unknown role.
+        ConfigError: (key ``--map``) for a malformed item, a fixed role evaluate cannot load
+            (``group``, ``created_at``), or a malformed or reserved field name.
     """
     if not text:
         return {}
@@ -65,7 +71,10 @@ def parse_mapping(text: str | None) -> dict[str, str]:
             raise ConfigError("--map", f"expected role=column, got {item!r}")
         role, col = (x.strip() for x in item.split("=", 1))
         if role not in RECORD_ROLES:
-            raise ConfigError("--map", f"unknown role {role!r} (roles: {', '.join(RECORD_ROLES)})")
+            if role in FIELD_ROLES:
+                raise ConfigError("--map", f"role {role!r} cannot be loaded by evaluate (roles: "
+                                           f"{', '.join(RECORD_ROLES)}, or a field name of your own)")
+            check_field_name("--map", role)
         out[role] = col
     return out
 
@@ -118,7 +127,8 @@ def read_records_csv(path: Path, *, mapping: Mapping[str, str], id_column: str =
     """Read records from a CSV file.
 
     Args:
-        mapping: role -> column (roles as in :data:`RECORD_ROLES`); unmapped roles are absent.
+        mapping: field -> column (roles of :data:`RECORD_ROLES` or other field names, see
+            :func:`parse_mapping`); unmapped fields are absent, an empty cell is None.
         id_column: the id column. encoding: file encoding.
         key_prefix: prepended to each id to make keys unique across files (e.g. ``"abt:"``).
         extra: constant fields added to every record (e.g. ``{"source": "abt"}``).

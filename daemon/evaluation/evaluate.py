@@ -35,15 +35,15 @@ from typing import Any
 
 import psycopg
 
-from daemon.config import Settings, settings_from_mapping
+from daemon.config import REFERENCE_COLUMNS, REFERENCE_FIELDS, Settings, settings_from_mapping
 from daemon.dedup.settings import DedupOptions, dedup_options
 from daemon.profiles import DEFAULT_PROFILE, PROFILES, merged
 from daemon.signatures import SignatureParams
 from daemon.errors import ConfigError
-from daemon.evaluation.datasets import Dataset, Record, read_pairs_csv, read_records_csv
-from daemon.evaluation.loader import copy_ads, key_to_id
+from daemon.evaluation.datasets import RECORD_ROLES, Dataset, Record, read_pairs_csv, read_records_csv
+from daemon.evaluation.loader import add_field_columns, copy_ads, field_column, key_to_id
 from daemon.evaluation.measures import adjusted_rand_index, bcubed, clusters_from_pairs, pair_prf, transitive_closure
-from daemon.ops.migrate import upgrade
+from daemon.ops.migrate import sync_triggers, upgrade
 from daemon.db.throwaway import ThrowawayPostgres
 from daemon.db.queries import query
 from daemon.service import build_indexer, build_worker, opened_backend
@@ -103,6 +103,12 @@ def load_labelled(records: list[str], pairs: str, *, mapping: dict[str, str], id
     return Dataset(Path(records[0]).stem, recs, truth)
 
 
+async def _add_columns(dsn: str, names: list[str]) -> None:
+    """Add the ``ads`` columns of fields that are not fixed roles (:func:`add_field_columns`)."""
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        await add_field_columns(conn, names)
+
+
 def _pairs_of_groups(groups: list[list[str]]) -> set[tuple[str, str]]:
     out = set()
     for g in groups:
@@ -119,6 +125,24 @@ def _prf(pred: set[tuple[str, str]], true: set[tuple[str, str]]) -> dict[str, An
     m = pair_prf(pred, true)
     return {"precision": round(m.precision, 4), "recall": round(m.recall, 4), "f1": round(m.f1, 4),
             "predicted_pairs": len(pred), "true_pairs": len(true)}
+
+
+def custom_fields(ds: Dataset) -> list[str]:
+    """The records' field names that are not fixed roles (:data:`RECORD_ROLES`; ``evaluate --map
+    authors=...``), in order of first appearance."""
+    return list(dict.fromkeys(k for r in ds.records for k in r.fields if k not in RECORD_ROLES))
+
+
+def source_mapping(ds: Dataset) -> dict[str, Any]:
+    """The ``[source]`` table ``evaluate`` runs ``ds`` with: the reference ``ads`` table, plus each
+    field of :func:`custom_fields` mapped to (and tracked in) its own text column
+    (:func:`daemon.evaluation.loader.field_column`)."""
+    custom = custom_fields(ds)
+    out: dict[str, Any] = {"create_reference_table": True}
+    if custom:
+        out["fields"] = {**REFERENCE_FIELDS, **{n: field_column(n) for n in custom}}
+        out["tracked_columns"] = [*REFERENCE_COLUMNS, *(field_column(n) for n in custom)]
+    return out
 
 
 async def _run_pipeline(settings: Settings, ds: Dataset, *, progress: bool) -> dict[str, Any]:
@@ -140,7 +164,7 @@ async def _run_pipeline(settings: Settings, ds: Dataset, *, progress: bool) -> d
         await worker.ready.wait()
         try:
             async with await psycopg.AsyncConnection.connect(settings.require_dsn(), autocommit=True) as conn:
-                await copy_ads(conn, ((r.key, r.fields) for r in ds.records))
+                await copy_ads(conn, ((r.key, r.fields) for r in ds.records), custom_fields(ds))
                 while True:
                     await asyncio.sleep(0.2)
                     cur = await conn.execute(query("queue_status"))
@@ -281,12 +305,16 @@ def evaluate(ds: Dataset, *, profile: str = DEFAULT_PROFILE, config: dict[str, A
         if dsn is None:
             server = ThrowawayPostgres(fast=True)
             dsn = server.start()
-        settings = settings_from_mapping({
-            "database": {"dsn": dsn}, "source": {"create_reference_table": True},
-            "daemon": {"poll_interval_s": 0.5, "batch_size": 500},
-            "index": {"backend": backend, **(index_options or {})}, **cfg}, env={})
+        base = {"database": {"dsn": dsn}, "daemon": {"poll_interval_s": 0.5, "batch_size": 500},
+                "index": {"backend": backend, **(index_options or {})}, **cfg}
+        settings = settings_from_mapping({**base, "source": source_mapping(ds)}, env={})
         effective = effective_settings(settings)
-        upgrade(settings)
+        # The reference table is created by the migration, which attaches its triggers: first with
+        # the fixed columns, then (once the columns of the other fields exist) with them.
+        upgrade(settings_from_mapping({**base, "source": {"create_reference_table": True}}, env={}))
+        if custom_fields(ds):
+            asyncio.run(_add_columns(dsn, custom_fields(ds)))
+            sync_triggers(settings)
         raw = asyncio.run(_run_pipeline(settings, ds, progress=progress))
     finally:
         if server is not None:

@@ -48,7 +48,7 @@ from daemon.http.openapi import openapi_schema
 from daemon.backends.base import TransientIndexError
 from daemon.config import Settings
 from daemon.db.queries import query
-from daemon.dedup.settings import dedup_options
+from daemon.dedup.settings import dedup_options, typed_fields
 from daemon.capture.documents import require_signatures
 from daemon.logs import get_logger
 from daemon.db.pool import configure_session
@@ -134,7 +134,8 @@ class ApiState:
         self.models: RequestModels = build_models(self.roles, reject_unknown=options.unknown_fields == "reject",
                                                   max_set=options.max_set,
                                                   default_threshold=options.default_threshold,
-                                                  scope=self.dedup.scoring.scope)
+                                                  scope=self.dedup.scoring.scope,
+                                                  typed=typed_fields(settings))
         self.cache = SignatureCache(options.cache_size, options.cache_ttl_s)
         self.checker: Checker | None = None
         self.setdedup: SetDeduplicator | None = None

@@ -31,7 +31,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, WithJsonSchema, create_model
 
 from daemon.scoring.metrics import MAX_PRICE  # the scorer's bound (1e12): the API refuses what it would ignore
-from daemon.scoring.numbers import MAX_NUMBER_TEXT, NUMBER_RANGES, NUMBER_TEXT, parse_number
+from daemon.scoring.numbers import MAX_NUMBER_TEXT, NUMBER_RANGES, NUMBER_TEXT, parse_number, typed_value
 
 __all__ = ["MAX_PRICE", "InvalidInput", "RequestModels", "build_models", "parse_json", "validate"]
 
@@ -274,6 +274,33 @@ def _number_type(role: str) -> Any:
          "description": f"a number within [{low:g}, {high:g}], or text such as \"1,299.00\""})]
 
 
+def _typed_value(metric: str, value: Any) -> Any:
+    """A ``numeric`` / ``date`` field's value as a row's would be stored
+    (:func:`daemon.scoring.numbers.typed_value`). Raises ValueError: it does not parse."""
+    if isinstance(value, HugeNumber):
+        raise ValueError("must be a number of at most 64 bits" if metric == "numeric" else "must be an ISO 8601 date")
+    if value is not None and not isinstance(value, (bool, int, float, str)):
+        raise ValueError(f"must be {'a number' if metric == 'numeric' else 'an ISO 8601 date text'}, "
+                         f"got {_json_type(value)}")
+    if metric == "date" and not (value is None or isinstance(value, str)):
+        raise ValueError(f"must be an ISO 8601 date or timestamp text, got {_json_type(value)}")
+    if isinstance(value, str) and len(value) > MAX_TEXT:
+        raise ValueError(f"longer than {MAX_TEXT} characters")
+    return typed_value(metric, value)
+
+
+def _typed_type(metric: str) -> Any:
+    """The model type of a mapped field scored ``numeric`` or ``date`` (``[dedup.fields.NAME]``)."""
+    if metric == "numeric":
+        schema: dict[str, Any] = {"anyOf": [{"type": "number"}, {"type": "string", "maxLength": MAX_NUMBER_TEXT,
+                                                                  "pattern": NUMBER_TEXT.pattern}, {"type": "null"}],
+                                  "description": "a number, or text such as \"1,299.00\""}
+        return Annotated[float | None, PlainValidator(lambda v: _typed_value("numeric", v)), WithJsonSchema(schema)]
+    schema = {"anyOf": [{"type": "string", "format": "date"}, {"type": "string", "format": "date-time"},
+                        {"type": "null"}], "description": "an ISO 8601 date or timestamp"}
+    return Annotated[str | None, PlainValidator(lambda v: _typed_value("date", v)), WithJsonSchema(schema)]
+
+
 def _ref(value: Any) -> tuple[str, int | None]:
     if isinstance(value, dict):
         extra = set(value) - {"id", "version"}
@@ -416,11 +443,14 @@ class RequestModels:
 
 
 def build_models(roles: Iterable[str], *, reject_unknown: bool, max_set: int, default_threshold: float,
-                 scope: str = "global") -> RequestModels:
+                 scope: str = "global", typed: Mapping[str, str] | None = None) -> RequestModels:
     """The request models for the configured field ``roles`` and the service options.
 
     Args:
-        roles: configured field roles (``settings.source.fields`` keys).
+        roles: configured field names (``settings.source.fields`` keys: fixed roles and other
+            mapped names alike, e.g. ``authors``; every one is accepted as text unless ``typed``).
+        typed: field -> ``"numeric"`` / ``"date"`` (:func:`daemon.dedup.settings.typed_fields`):
+            such a field must be a number / an ISO 8601 date, as a row's must (else a 422 naming it).
         reject_unknown: a key that is no role (nor ``id``) is refused (else ignored).
         max_set: most items of a ``/v1/dedup-set`` request. default_threshold: its default threshold.
         scope: ``dedup.scope``: the field a check must give (its key is required; ``global``: none).
@@ -431,6 +461,8 @@ def build_models(roles: Iterable[str], *, reject_unknown: bool, max_set: int, de
     for role in roles:
         if role in NUMBER_RANGES:
             fields[role] = (_number_type(role), None)
+        elif role in (typed or {}):
+            fields[role] = (_typed_type((typed or {})[role]), None)
         else:
             fields[role] = (Text, None)
     fields["id"] = (RecordId | None, Field(None, description="a record to leave out of the candidates (checking "

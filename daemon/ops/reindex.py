@@ -41,9 +41,11 @@ from tqdm import tqdm
 
 from daemon.backends.base import IndexBackend, VersionedIndex
 from daemon.config import Settings
-from daemon.errors import ConfigError
+from daemon.errors import ConfigError, RecordError
 from daemon.db.queries import query
 from daemon.service import build_indexer
+from daemon.capture.documents import coerce_numbers
+from daemon.dedup.settings import typed_fields
 from daemon.capture.source import SourceTable, load_rows
 from daemon.capture.queue import INDEX_QUEUE
 
@@ -227,6 +229,16 @@ async def _orphans(conn: psycopg.AsyncConnection[Any], table: SourceTable, index
     return orphans
 
 
+def _stored_fields(table: SourceTable, row: dict[str, Any], typed: Any) -> dict[str, Any] | None:
+    """The fields the indexer would store for ``row`` (numbers and ``numeric`` / ``date`` fields
+    coerced as :func:`~daemon.capture.documents.coerce_numbers` does), or None when it would refuse
+    the row (so an indexed document of it counts as drifted)."""
+    try:
+        return coerce_numbers(table.fields_of(row), typed)
+    except RecordError:
+        return None
+
+
 async def verify(settings: Settings, backend: IndexBackend, *, sample: int = 200, repair: bool = False,
                  page_size: int = 5000, seed: int = 0) -> dict[str, Any]:
     """Compare index and table; with ``repair``, queue the differences and drain them.
@@ -239,6 +251,7 @@ async def verify(settings: Settings, backend: IndexBackend, *, sample: int = 200
     """
     indexer = await build_indexer(settings, backend)
     table = indexer.table
+    typed = typed_fields(settings)
     conv = table.id_converter()
     rng = random.Random(seed)
     missing: list[str] = []
@@ -270,7 +283,7 @@ async def verify(settings: Settings, backend: IndexBackend, *, sample: int = 200
                     missing.append(rid)
                 elif rng.random() < sample / max(1, page_size):
                     sampled += 1
-                    if docs[rid].fields != table.fields_of(row):
+                    if docs[rid].fields != _stored_fields(table, row, typed):
                         drifted.append(rid)
         index_ids = await _index_ids(backend, table)
         orphans = await _orphans(conn, table, index_ids)

@@ -21,6 +21,7 @@ from rapidfuzz import fuzz
 from rapidfuzz.distance import JaroWinkler, Levenshtein
 
 from daemon.scoring import metrics as m
+from daemon.scoring import numbers as num
 from daemon.scoring.config import FieldSpec, ScoringConfig
 from daemon.scoring.side import Side
 
@@ -237,6 +238,20 @@ def comparator(spec: FieldSpec) -> Comparator:
             pa, pb = a.coords(lat_key, lon_key), b.coords(lat_key, lon_key)
             return None if pa is None or pb is None else max(0.0, 1.0 - m.haversine_m(*pa, *pb) / radius_m)
         return geo
+    if metric == "numeric":
+        tolerance, relative = p["tolerance"], p["relative"]
+
+        def numeric(a: Side, b: Side) -> float | None:
+            x, y = num.numeric_value(a.fields.get(name)), num.numeric_value(b.fields.get(name))
+            return None if x is None or y is None else num.numeric_similarity(x, y, tolerance, relative)
+        return numeric
+    if metric == "date":
+        max_days = p["max_days"]
+
+        def date(a: Side, b: Side) -> float | None:
+            x, y = num.date_value(a.fields.get(name)), num.date_value(b.fields.get(name))
+            return None if x is None or y is None else num.date_similarity(x, y, max_days)
+        return date
     raise ValueError(f"unknown metric {metric!r}")
 
 
@@ -290,6 +305,8 @@ def _detail(spec: FieldSpec, sim: float, a_fields: Mapping[str, Any], b_fields: 
         if d < 50:
             return "same place"
         return f"{d / 1000:.1f} km apart" if d >= 1000 else f"{d:.0f} m apart"
+    if spec.metric in ("numeric", "date"):
+        return num.typed_detail(spec.metric, label, a_fields.get(spec.name), b_fields.get(spec.name))
     if sim >= 0.98:
         return f"same {label}"
     if sim <= 0.3:

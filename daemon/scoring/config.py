@@ -63,6 +63,16 @@ METRIC_PARAMS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
         "colours": MappingProxyType({}),
         # Evidence against only: the prices differ by `gap` or more (relative; metrics.price_conflict).
         "price_gap": MappingProxyType({"gap": 0.5}),
+        # A number field (a year, a count, a size): max(0, 1 - d / tolerance), d = |a - b| in the
+        # field's units, or |a - b| / max(|a|, |b|) with relative = true (numbers.numeric_similarity).
+        # Default tolerance 2 (absolute), made for years, the commonest such field: the same year 1,
+        # one year apart 0.5 (two sources often date a work by its preprint or its print edition),
+        # two or more apart 0. Set it for other units (e.g. relative = true, tolerance = 0.1).
+        "numeric": MappingProxyType({"tolerance": 2.0, "relative": False}),
+        # An ISO 8601 date or timestamp: max(0, 1 - days apart / max_days) (numbers.date_similarity).
+        # Default 30 days: two sources recording one event or listing a few days apart still agree
+        # (a week apart: 0.77), a month or more apart is no evidence.
+        "date": MappingProxyType({"max_days": 30.0}),
     }
 )
 
@@ -116,8 +126,10 @@ class FieldSpec:
     """How one field (role) is compared.
 
     Attributes:
-        name: the field role (``title``, ``body``, ``price``...) or signature list (``models``,
-            ``phones``, ``emails``); ``location`` with the ``geo`` metric reads ``lat``/``lon``.
+        name: the field role (``title``, ``body``, ``price``...), a signature list (``models``,
+            ``phones``, ``emails``), or any other field mapped in ``[source.fields]`` (``authors``,
+            ``year``: such a field must name its metric); ``location`` with the ``geo`` metric
+            reads ``lat``/``lon``.
         metric: one of :data:`METRIC_PARAMS`.
         weight: relative weight (> 0) in the weighted mean.
         params: the metric's parameters, defaults filled in (read-only mapping).
@@ -295,6 +307,9 @@ def _parse_fields(raw: Any, prefix: str) -> tuple[FieldSpec, ...]:
 
 def _parse_field(name: str, entry: Mapping[str, Any], prefix: str) -> FieldSpec:
     metric = entry.get("metric")
+    if metric is None and name not in DEFAULT_FIELDS:
+        raise ConfigError(f"{prefix}.metric", f"is required: field {name!r} has no default metric "
+                                              f"(one of {', '.join(METRIC_PARAMS)})")
     if metric not in METRIC_PARAMS:
         raise ConfigError(f"{prefix}.metric", f"must be one of {', '.join(METRIC_PARAMS)}, got {metric!r}")
     defaults = METRIC_PARAMS[metric]
@@ -324,10 +339,10 @@ def _parse_field(name: str, entry: Mapping[str, Any], prefix: str) -> FieldSpec:
             value = _integer(entry, pname, pdefault, prefix, lo=1)
         elif pname == "gap":
             value = _number(entry, pname, pdefault, prefix, lo=0.0, hi=1.0, lo_open=True)
-        elif pname in ("negative", "ignore_quantities", "common_prefix", "title_first"):
+        elif pname in ("negative", "ignore_quantities", "common_prefix", "title_first", "relative"):
             if not isinstance(value, bool):
                 raise ConfigError(key, f"must be a boolean, got {value!r}")
-        elif pname in ("tolerance", "radius_m"):
+        elif pname in ("tolerance", "radius_m", "max_days"):
             value = _number(entry, pname, pdefault, prefix, lo=0.0, lo_open=True)
         elif pname in ("lat_key", "lon_key"):
             if not isinstance(value, str) or not value:
