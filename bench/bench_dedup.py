@@ -197,8 +197,8 @@ async def print_final_state(dsn: str, table: str = "public.ads") -> None:
                        await (await conn.execute(query("links_of_table"), {"table": table})).fetchall())
         flags = sorted((r[0], r[1], r[2]) for r in
                        await (await conn.execute(query("flags_of_table"), {"table": table})).fetchall())
-    print(f"  final state: {len(links):,} links (digest {xxhash.xxh64_hexdigest(repr(links))}), {len(flags):,} flags "
-          f"(digest {xxhash.xxh64_hexdigest(repr(flags))})", flush=True)
+    print(f"  final state: {len(links):,} links (digest {xxhash.xxh64_hexdigest(repr(links).encode())}), {len(flags):,} flags "
+          f"(digest {xxhash.xxh64_hexdigest(repr(flags).encode())})", flush=True)
 
 
 def postgres_cpu_s(dsn: str) -> float | None:
