@@ -165,10 +165,16 @@ async def _run_pipeline(settings: Settings, ds: Dataset, *, progress: bool) -> d
         try:
             async with await psycopg.AsyncConnection.connect(settings.require_dsn(), autocommit=True) as conn:
                 await copy_ads(conn, ((r.key, r.fields) for r in ds.records), custom_fields(ds))
+                analyzed = False
                 while True:
                     await asyncio.sleep(0.2)
                     cur = await conn.execute(query("queue_status"))
                     pend = {r[0]: r[1] for r in await cur.fetchall()}
+                    if not analyzed and not pend.get("index"):
+                        # the bulk load is indexed: planner statistics for the lookups still to come
+                        # (autovacuum would take up to a minute; see analyze_documents)
+                        await conn.execute(query("analyze_documents"))
+                        analyzed = True
                     if progress:
                         print(f"\r  indexing {pend.get('index', 0):>6} / dedup {pend.get('dedup', 0):>6} pending",
                               end="", flush=True, file=sys.stderr)

@@ -156,6 +156,8 @@ async def reindex(settings: Settings, backend: IndexBackend, *, page_size: int =
                 await loop.drain()
         bar.close()
         await cur.execute(query("checkpoint_delete"), {"job": _job(table)})
+        if search is None:  # PostgreSQL backend: planner statistics for the rebuilt index table
+            await cur.execute(query("analyze_documents"))
     if search is not None:
         extra["pruned"] = await search.prune_versions()
     elapsed = time.perf_counter() - t0

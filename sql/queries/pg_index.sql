@@ -168,3 +168,11 @@ DELETE FROM nearsync.documents WHERE table_name = %(table)s;
 -- Tombstones older than %(older_than_s)s seconds have done their job (no older write is in flight).
 DELETE FROM nearsync.documents
 WHERE deleted AND indexed_at < clock_timestamp() - make_interval(secs => %(older_than_s)s);
+
+-- name: analyze_documents
+-- Planner statistics for the index table after a bulk load. Without them the planner takes
+-- table_name = '...' to match 0.5% of the rows and may join the candidate lookup's keys against a
+-- materialised copy of the whole table (millions of array checks per call) instead of one GIN
+-- scan per key. Autovacuum does the same within a minute or so; a role that does not own the table
+-- gets a warning and nothing happens.
+ANALYZE nearsync.documents;
