@@ -239,22 +239,40 @@ def build_clusters(
     Raises:
         KeyError: when ``order_key`` is a mapping lacking a linked id.
     """
-    key = order_key.__getitem__ if isinstance(order_key, Mapping) else order_key
-    edges, uf = _link_graph(links)
-    clusters: list[Cluster] = []
-    keys: dict[Hashable, Any] = {}
-    for nodes, sub in _components(edges, uf):
-        for n in nodes:  # the key of each record, computed once
-            keys[n] = key(n)
-        by_key = keys.__getitem__
-        nodes.sort(key=by_key)
-        for part in _split(nodes, sub, max_size, min_density, resolution, seed):
-            if len(part) < 2:
-                continue
-            members = tuple(sorted(part, key=by_key))
-            clusters.append(Cluster(id=cluster_id(members[0]), original=members[0], members=members))
+    keys, components = _keyed_components(links, order_key)
+    clusters = [c for nodes, sub in components
+                for c in _split_clusters(nodes, sub, keys, max_size, min_density, resolution, seed)]
     clusters.sort(key=lambda c: keys[c.original])
     return clusters
+
+
+def _keyed_components(links: Iterable[Link], order_key: Mapping[Hashable, Any] | Callable[[Hashable], Any],
+                      ) -> tuple[dict[Hashable, Any], list[tuple[list[Hashable], dict[frozenset, float]]]]:
+    """The connected components of the links' graph (:func:`_link_graph`, :func:`_components`) and
+    every linked record's order key, computed once per record.
+
+    Returns:
+        ``(keys, components)``: record id -> order key, and ``(nodes, edges)`` per component.
+    Raises:
+        KeyError: when ``order_key`` is a mapping lacking a linked id.
+    """
+    key = order_key.__getitem__ if isinstance(order_key, Mapping) else order_key
+    components = _components(*_link_graph(links))
+    return {n: key(n) for nodes, _ in components for n in nodes}, components
+
+
+def _split_clusters(nodes: list[Hashable], edges: Mapping[frozenset, float], keys: Mapping[Hashable, Any],
+                    max_size: int, min_density: float, resolution: float, seed: int) -> list[Cluster]:
+    """The clusters of one component split by :func:`_split` (parts of one record left out), each
+    with its members in order-key order (``keys``), the earliest as the original. Sorts ``nodes``."""
+    by_key = keys.__getitem__
+    nodes.sort(key=by_key)
+    out = []
+    for part in _split(nodes, edges, max_size, min_density, resolution, seed):
+        if len(part) >= 2:
+            members = tuple(sorted(part, key=by_key))
+            out.append(Cluster(id=cluster_id(members[0]), original=members[0], members=members))
+    return out
 
 
 AVERAGE_LINK_EXACT_LIMIT = 200
@@ -307,20 +325,11 @@ def average_link_clusters(
     Returns:
         Clusters of >= 2 members as :class:`Cluster`, sorted by the original's order key.
     """
-    key = order_key.__getitem__ if isinstance(order_key, Mapping) else order_key
-    edges, uf = _link_graph(links)
+    keys, components = _keyed_components(links, order_key)
     clusters: list[Cluster] = []
-    keys: dict[Hashable, Any] = {}
-    for nodes, sub in _components(edges, uf):
-        for n in nodes:  # the key of each record, computed once
-            keys[n] = key(n)
-        by_key = keys.__getitem__
+    for nodes, sub in components:
         if len(nodes) > AVERAGE_LINK_EXACT_LIMIT:
-            nodes.sort(key=by_key)
-            for part in _split(nodes, sub, max_size, 0.3, 1.0, 42):
-                if len(part) >= 2:
-                    ms = tuple(sorted(part, key=by_key))
-                    clusters.append(Cluster(id=cluster_id(ms[0]), original=ms[0], members=ms))
+            clusters += _split_clusters(nodes, sub, keys, max_size, 0.3, 1.0, 42)
             continue
         for members in _average_link(nodes, sub, keys, score, threshold, strict_threshold, max_size):
             if len(members) >= 2:
