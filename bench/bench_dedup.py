@@ -303,10 +303,19 @@ async def run_indexed(dsn: str, indexed: int, backlog: int, samples: int, reuse:
     ads, took = await load_index(dsn, indexed, reuse=reuse)
     del ads  # 1M generated ads kept alive would make every full collection of the worker scan them
     gc.collect()
+    await time_backlog(dsn, bench_settings(dsn, concurrency), indexed, backlog, samples, took=took, seed=seed,
+                       warm=warm, label=f"dedup throughput with {indexed:,} indexed")
+
+
+async def time_backlog(dsn: str, settings: Any, indexed: int, backlog: int, samples: int, *, took: float | None,
+                       seed: int, warm: bool, label: str, target: int = 2000, profile: str | None = None) -> None:
+    """After the index is loaded (in ``took`` s, None when reused): print the load rate, put ``backlog``
+    of the ``indexed`` records (ids 1..indexed, picked with ``seed``) on the dedup queue, drain it
+    (:func:`drain_throughput`, printed under ``label``) and time ``samples`` records one by one
+    (:func:`single_record_latency`). ``warm``: :func:`prewarm` first."""
     if took:
         print(f"indexed {indexed:,} documents through the backend in {took:.1f} s ({indexed / took:,.0f} docs/s)",
               flush=True)
-    settings = bench_settings(dsn, concurrency)
     if warm:
         prewarm(dsn)
     rng = random.Random(seed)
@@ -316,7 +325,7 @@ async def run_indexed(dsn: str, indexed: int, backlog: int, samples: int, reuse:
                                                     "ops": ["U"] * len(ids)})
     async with opened_backend(settings) as backend:
         worker = await build_worker(settings, backend)
-        await drain_throughput(worker, f"dedup throughput with {indexed:,} indexed")
+        await drain_throughput(worker, label, target=target, profile=profile)
         await single_record_latency(dsn, worker, [str(i) for i in rng.sample(range(1, indexed + 1), samples)], indexed)
 
 
@@ -384,21 +393,9 @@ async def run_corpus(dsn: str, indexed: int, backlog: int, samples: int, *, reus
     took = await load_corpus(settings, listings, reuse=reuse)
     del listings
     gc.collect()
-    if took:
-        print(f"indexed {indexed:,} documents through the backend in {took:.1f} s ({indexed / took:,.0f} docs/s)",
-              flush=True)
-    if warm:
-        prewarm(dsn)
-    rng = random.Random(seed)
-    ids = [str(i) for i in rng.sample(range(1, indexed + 1), min(backlog, indexed))]
-    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-        await conn.execute(query("enqueue_fresh"), {"queue": "dedup", "table": "public.ads", "record_ids": ids,
-                                                    "ops": ["U"] * len(ids)})
-    async with opened_backend(settings) as backend:
-        worker = await build_worker(settings, backend)
-        await drain_throughput(worker, f"dedup throughput, product corpus, {indexed:,} indexed, global scope",
-                               target=1000, profile=profile)
-        await single_record_latency(dsn, worker, [str(i) for i in rng.sample(range(1, indexed + 1), samples)], indexed)
+    await time_backlog(dsn, settings, indexed, backlog, samples, took=took, seed=seed, warm=warm,
+                       label=f"dedup throughput, product corpus, {indexed:,} indexed, global scope", target=1000,
+                       profile=profile)
 
 
 def shared_buffers_for(documents: int) -> str:
