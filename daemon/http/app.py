@@ -101,6 +101,17 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+async def _form_or_error(request: Request, limit: int, too_large: str = "body too large") -> dict[str, str] | Response:
+    """:func:`read_form`, or the error response for its failure: 413 (``too_large``) over ``limit``
+    bytes, 422 naming the field for a body that is not a valid form."""
+    try:
+        return await read_form(request, limit)
+    except BodyTooLarge:
+        return _error(413, too_large)
+    except InvalidInput as e:
+        return _error(422, e.message, e.field)
+
+
 async def read_form(request: Request, limit: int) -> dict[str, str]:
     """An ``application/x-www-form-urlencoded`` body as a dict (last value of a repeated field wins).
 
@@ -290,12 +301,10 @@ async def moderation_decide(request: Request) -> Response:
     st = _state(request)
     assert st.pool is not None
     wants_json = "application/json" in request.headers.get("accept", "")
-    try:
-        form = await read_form(request, st.options.max_body_bytes)
-    except BodyTooLarge:
-        return _error(413, f"body larger than {st.options.max_body_bytes} bytes")
-    except InvalidInput as e:
-        return _error(422, e.message, e.field)
+    form = await _form_or_error(request, st.options.max_body_bytes,
+                                f"body larger than {st.options.max_body_bytes} bytes")
+    if isinstance(form, Response):
+        return form
     if bad := _post_guard(request, who, form.get("csrf_token")):
         return bad
     try:
@@ -333,12 +342,9 @@ async def login(request: Request) -> Response:
     st = _state(request)
     if request.method == "GET":
         return HTMLResponse(login_page(csrf_token(request)), headers=PAGE_HEADERS)
-    try:
-        form = await read_form(request, min(st.options.max_body_bytes, 16_384))
-    except BodyTooLarge:
-        return _error(413, "body too large")
-    except InvalidInput as e:
-        return _error(422, e.message, e.field)
+    form = await _form_or_error(request, min(st.options.max_body_bytes, 16_384))
+    if isinstance(form, Response):
+        return form
     if not _same_origin(request) or not csrf_ok(request, form.get("csrf_token")):
         return _error(403, "missing or wrong CSRF token: reload the sign-in page", "csrf_token")
     try:
@@ -357,12 +363,9 @@ async def login(request: Request) -> Response:
 
 async def logout(request: Request) -> Response:
     """POST /logout (form ``csrf_token``): end the session, 303 to /login."""
-    try:
-        form = await read_form(request, 16_384)
-    except BodyTooLarge:
-        return _error(413, "body too large")
-    except InvalidInput as e:
-        return _error(422, e.message, e.field)
+    form = await _form_or_error(request, 16_384)
+    if isinstance(form, Response):
+        return form
     if not _same_origin(request) or not csrf_ok(request, form.get("csrf_token")):
         return _error(403, "missing or wrong CSRF token", "csrf_token")
     request.session.clear()
