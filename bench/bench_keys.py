@@ -108,7 +108,9 @@ async def load(dsn: str, n: int, workers: int, reuse: bool, batch: int = 2000) -
 
 def queries_at(revision: str | None) -> dict[str, str]:
     """``candidates`` and ``candidates_many`` of ``sql/queries/pg_index.sql`` at git ``revision``
-    (None: the working tree)."""
+    (None: the working tree). A revision without a ``candidates`` query (``candidates`` is one lookup
+    of ``candidates_many`` there) gets ``candidates`` None: :func:`one` then runs ``candidates_many``
+    with one lookup, as that revision's backend does."""
     if revision is None:
         text = (REPO / "sql" / "queries" / "pg_index.sql").read_text()
     else:
@@ -116,7 +118,7 @@ def queries_at(revision: str | None) -> dict[str, str]:
                               capture_output=True, text=True).stdout
     parts = _NAME.split(text)
     named = {name: body.strip().rstrip(";") for name, body in zip(parts[1::2], parts[2::2], strict=True)}
-    return {k: named[k] for k in ("candidates", "candidates_many")}
+    return {"candidates": named.get("candidates"), "candidates_many": named["candidates_many"]}
 
 
 def clone_at(server_dsn: str, source_db: str, name: str, revision: str) -> str:
@@ -149,8 +151,13 @@ def lookups(dsn: str, samples: int, seed: int) -> list[tuple[str, list[int]]]:
     return [(rid, found[rid]) for rid in ids if found.get(rid)]
 
 
-def one(conn: psycopg.Connection, text: str, rid: str, hashes: list[int]) -> tuple[float, list[tuple[str, int]]]:
-    """One ``candidates`` query; (milliseconds, [(record_id, matched)])."""
+def one(conn: psycopg.Connection, text: str | None, rid: str, hashes: list[int],
+        many_text: str = "") -> tuple[float, list[tuple[str, int]]]:
+    """One ``candidates`` query (or, with ``text`` None, one lookup of ``many_text``, the
+    ``candidates_many`` query); (milliseconds, [(record_id, matched)])."""
+    if text is None:
+        ms, found = many(conn, many_text, [(rid, hashes)])
+        return ms, [(record_id, matched) for _, record_id, matched in found]
     t = time.perf_counter()
     with conn.cursor(binary=True) as cur:
         cur.execute(text, {"table": TABLE, "keys": Int8Array(hashes), "min_match": 1, "limit": LIMIT,  # type: ignore[arg-type]
@@ -169,7 +176,11 @@ def many(conn: psycopg.Connection, text: str, chunk: list[tuple[str, list[int]]]
                            "limit": LIMIT, "exclude_ids": [rid for rid, _ in chunk],
                            "exclude_sources": [None] * len(chunk)})
         rows = cur.fetchall()
-    return (time.perf_counter() - t) * 1000, [(r[0], r[2], r[1]) for r in rows]
+        ranked = cur.description is not None and cur.description[1].name == "rn"
+    ms = (time.perf_counter() - t) * 1000
+    if ranked:  # hit rows (qid, rn, matched, record_id, ...) beside document rows (qid NULL)
+        return ms, [(q, rid, matched) for q, _, matched, rid in sorted(r[:4] for r in rows if r[0] is not None)]
+    return ms, [(r[0], r[2], r[1]) for r in rows]
 
 
 def pct(values: list[float], q: float) -> float:
@@ -191,7 +202,7 @@ def compare(variants: list[tuple[str, str, dict[str, str]]], samples: list[tuple
         for rid, hashes in samples:
             got = []
             for name, _, q in variants:
-                ms, res = one(conns[name], q["candidates"], rid, hashes)
+                ms, res = one(conns[name], q["candidates"], rid, hashes, q["candidates_many"])
                 got.append(res)
                 if r:
                     single[name].append(ms)
