@@ -9,6 +9,7 @@ import pytest
 import xxhash
 
 from daemon.errors import ConfigError
+from daemon.profiles import PROFILES
 from daemon.scoring import PairScore, ScoringConfig, decide, score_matrix, score_pair
 from daemon.scoring import metrics as m
 from daemon.signatures import SignatureParams, compute_signature
@@ -334,8 +335,15 @@ def test_evidence_against_a_match_numbers_models_and_price_gap() -> None:
     a = {"title": "Polk Audio CSI A4 Black Center Channel Loudspeaker - CSIA4BK"}
     b = {"title": "Polk Audio CSI A4 Cherry Center Channel Loudspeaker - CSIA4C"}
     assert _pair(a, b).reasons["models"]["similarity"] == 0
+    # a prefix variant is half evidence in a seller's own ads, a shop's suffix in the products profile
     c = {"title": "Netgear FS105NA 5-Port Switch"}
-    assert _pair({"title": "Netgear FS105 5-Port Switch"}, c).reasons["models"]["similarity"] == 0.9
+    assert _pair({"title": "Netgear FS105 5-Port Switch"}, c).reasons["models"]["similarity"] == 0.5
+    products = ScoringConfig.from_mapping(PROFILES["products"]["dedup"])
+    assert _pair({"title": "Netgear FS105 5-Port Switch"}, c, products).reasons["models"]["similarity"] == 0.9
+    # colours beyond the basic ones are colours too: Cobalt/Black and Onyx Black are two consoles
+    ds = "Nintendo DS Lite {} Portable Gaming System"
+    assert m.colours_conflict(ds.format("Cobalt/Black"), ds.format("Onyx Black")) == 0.0
+    assert m.colours_conflict(ds.format("Onyx Black"), ds.format("Black")) is None
     # the titles' model numbers decide, not a compatible product named in a body
     ipod = {"title": "Apple iPod Classic - MB565LLA", "body": "Works with dock MA300G"}
     nano = {"title": "Apple iPod Nano - MB913LLA", "body": "Works with dock MA300G"}

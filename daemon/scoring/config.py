@@ -93,7 +93,11 @@ EVIDENCE = ("both", "positive")
 #:   (``FS105`` / ``FS105NA`` is one product, ``CSIA4BK`` / ``CSIA4C`` two colours, ``MB565LL``
 #:   / ``MB913LL`` two products); the titles' own model numbers are compared when both have some
 #:   (``title_first``), since a body may name compatible products, unless one title's model number
-#:   is named anywhere in the other record;
+#:   is named anywhere in the other record. A prefix variant is half evidence (``partial`` 0.5):
+#:   in one seller's ads ``CNP2000`` / ``CNP2000H`` or ``SX110IS`` / ``SX110ISB`` are most often the
+#:   seller's two variants of a product line, while a repost copies its model number as it was; the
+#:   ``products`` profile gives it 0.9 (shops append their own regional or packaging suffix to the
+#:   maker's number, ``FS105`` / ``FS105NA``);
 #: * ``numbers`` (2.0): the titles' sizes, capacities or versions conflict (``40'`` / ``46'``,
 #:   ``120GB`` / ``16GB``, ``Passport 8500`` / ``9500ci``): a product line's other item;
 #: * ``colours`` (3.0): otherwise equal titles name different colours (``Black`` / ``Red``): a
@@ -106,7 +110,7 @@ DEFAULT_FIELDS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
     {
         "title": {"metric": "token_set", "weight": 3.0},
         "models": {
-            "metric": "exact", "weight": 4.0, "partial": 0.9, "partial_min_len": 4,
+            "metric": "exact", "weight": 4.0, "partial": 0.5, "partial_min_len": 4,
             "ignore_quantities": True, "common_prefix": False, "title_first": True,
         },
         "numbers": {"metric": "numbers", "weight": 2.0},

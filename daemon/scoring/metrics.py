@@ -414,6 +414,8 @@ COLOURS = frozenset((
     "brown", "gold", "beige", "cherry", "rose", "plum", "navy", "graphite", "titanium", "bronze", "cobalt",
     "crimson", "ivory", "cream", "teal", "champagne", "bisque", "maroon", "turquoise", "lilac", "violet",
     "noir", "blanc", "rouge", "bleu", "vert", "gris", "argent", "jaune", "marron",
+    "onyx", "burgundy", "charcoal", "magenta", "cyan", "lavender", "indigo", "olive", "khaki", "aqua",
+    "fuchsia", "scarlet",
 ))
 """Colour words (English, French) recognised in titles by :func:`colours_conflict`."""
 
