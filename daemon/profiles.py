@@ -10,7 +10,11 @@ settings, so what ``evaluate`` measures is what ``nearsync dedup`` does.
   defaults unchanged: candidates are looked for within one ``user``'s ads, every field is evidence
   both ways (a different price or text lowers the score).
 * ``products``: product listings from independent shops or feeds (a catalogue, a price
-  comparison site, a crawl). Model numbers are candidate keys of their own and weigh most;
+  comparison site, a crawl). Model numbers are candidate keys of their own and weigh most; so are
+  the pairs of 8 sampled title words (``title_pairs``; see
+  :func:`~daemon.signatures.supertokens.title_pair_keys`), not single title words, whose blocks
+  hold a large share of a catalogue: on Abt-Buy 17.6 instead of 31.9 candidates per record with
+  sources and 30 instead of 42 in one table, candidate recall 0.972 instead of 0.957 in one table;
   candidates are looked for across the whole table (``global`` scope); each shop writes its own
   description and sets its own price, so the body and a *small* price difference are positive
   evidence only (a shared description raises the score, a different one does not lower it).
@@ -36,7 +40,7 @@ from daemon.errors import ConfigError
 PROFILES: dict[str, dict[str, dict[str, Any]]] = {
     "classified": {"signatures": {}, "dedup": {}},
     "products": {
-        "signatures": {"super": {"rules": [["model"], ["title"]], "title_tokens": 4}},
+        "signatures": {"super": {"rules": [["model"]], "title_pairs": 8}},
         "dedup": {"scope": "global", "candidate_cap": 50,
                   "fields": {"models": {"partial": 0.9},
                              "body": {"metric": "jaccard", "weight": 1.0, "evidence": "positive"},

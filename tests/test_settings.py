@@ -70,7 +70,8 @@ def test_dedup_profile_is_validated_and_the_file_applies_on_top() -> None:
     assert s.profile == "products" and opts.scoring.scope == "global"
     price = opts.scoring.field("price")
     assert price is not None and price.evidence == "positive" and price.params["tolerance"] == 0.2
-    assert SignatureParams.from_mapping(s.signatures).super_rules == (("model",), ("title",))
+    sp = SignatureParams.from_mapping(s.signatures)
+    assert sp.super_rules == (("model",),) and sp.super_title_pairs == 8
     with pytest.raises(ConfigError) as e:
         settings_from_mapping({"dedup": {"profile": "shops"}}, env={})
     assert e.value.key == "dedup.profile"

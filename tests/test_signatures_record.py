@@ -121,6 +121,32 @@ def test_identity_keys_title_and_model_numbers_whatever_the_rules() -> None:
     assert len(identity_keys([], ["ab12", "cd34"])) == 2
 
 
+def test_title_pair_keys_pairs_of_the_sampled_words() -> None:
+    from daemon.errors import ConfigError
+    from daemon.signatures.signature import record_text
+    from daemon.signatures.supertokens import title_pair_keys, title_sample
+
+    toks = ["sony", "cyber", "shot", "black", "digit", "camera", "dsch10b", "kit", "case"]
+    keys = title_pair_keys(toks, 8)
+    assert len(keys) == 28 and len(set(keys)) == 28 and all(k.startswith("t:p:") for k in keys)
+    assert title_pair_keys(list(reversed(toks)) + toks, 8) == keys  # order and repeats do not matter
+    # a title without one of the sampled words still shares the pairs of the words it kept
+    dropped = title_sample(toks, 8)[0]
+    kept = [t for t in toks if t != dropped]
+    assert len(set(title_pair_keys(kept, 8)) & set(keys)) == 21  # C(7, 2)
+    assert len(title_pair_keys(["solo", "solo"], 8)) == 1 and title_pair_keys([], 8) == []
+    # through the signature: only with the setting; the default parameters' fingerprint is unchanged
+    p = SignatureParams.from_mapping({"super": {"rules": [["model"]], "title_pairs": 8}})
+    sig = compute_signature(AD, p)
+    assert {k for k in sig.super if k.startswith("t:p:")} == set(title_pair_keys(record_text(AD, p).title_toks, 8, p.seed))
+    assert not any(k.startswith("t:p:") for k in compute_signature(AD).super)
+    assert SignatureParams.from_mapping({"super": {"title_pairs": 0}}).fingerprint() == SignatureParams().fingerprint()
+    assert p.fingerprint() != SignatureParams.from_mapping({"super": {"rules": [["model"]]}}).fingerprint()
+    for bad in (1, 17, True, "8"):
+        with pytest.raises(ConfigError, match="signatures.super.title_pairs"):
+            SignatureParams.from_mapping({"super": {"title_pairs": bad}})
+
+
 def _geo_boundary_case(precision: int) -> None:
     cell = pygeohash.encode(45.7640, 4.8357, precision)  # Lyon
     box = pygeohash.decode_exactly(cell)

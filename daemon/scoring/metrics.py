@@ -382,7 +382,14 @@ def title_models(title: str) -> frozenset[str]:
 
 def _matches(x: str, ys: Any, min_len: int) -> bool:
     """``x`` equals one of ``ys`` or one is a prefix of the other (both >= ``min_len`` characters)."""
-    return any(x == y or (min(len(x), len(y)) >= min_len and (x.startswith(y) or y.startswith(x))) for y in ys)
+    if x in ys:
+        return True
+    if len(x) < min_len:
+        return False
+    for y in ys:
+        if len(y) >= min_len and (x.startswith(y) or y.startswith(x)):
+            return True
+    return False
 
 
 def codes_conflict(a_title_codes: frozenset[str], b_title_codes: frozenset[str], a_all: Any, b_all: Any,
@@ -402,6 +409,8 @@ def codes_conflict_sets(a_title_codes: frozenset[str], b_title_codes: frozenset[
                         b_set: frozenset[str], min_len: int = 4) -> bool:
     """:func:`codes_conflict` with each record's model numbers already normalised
     (:func:`normalised_identifiers` of ``a_all`` / ``b_all``)."""
+    if a_title_codes <= b_title_codes or b_title_codes <= a_title_codes:
+        return False  # one title's codes all in the other's (equal titles too): nothing unmatched on one side
     only_a = [x for x in a_title_codes if not _matches(x, b_title_codes, min_len)]
     only_b = [y for y in b_title_codes if not _matches(y, a_title_codes, min_len)]
     if not only_a or not only_b:

@@ -11,7 +11,7 @@ Configuration shape (YAML/TOML/JSON, under ``signatures``; every key optional)::
     lsh:      {threshold: 0.5, bands: null, rows: null}
     bottomk:  {k: 64, shingles: words}
     geohash:  {precision: 6}
-    super:    {rules: [[title, geo], [model, category]], title_tokens: 3, max_per_rule: 32}
+    super:    {rules: [[title, geo], [model, category]], title_tokens: 3, max_per_rule: 32, title_pairs: 0}
     seed: 0
     enabled: true               # false: plain sync, documents without signatures (see signatures_enabled)
 """
@@ -64,6 +64,10 @@ class SignatureParams:
         geohash_precision: 1–12. super_rules: tuples of :data:`SUPER_COMPONENTS`.
         super_title_tokens: title tokens sampled per record for super tokens (smallest hashes).
         super_max_per_rule: cap of super tokens per rule. seed: hashing/permutation seed in ``[0, 2**32)``.
+        super_title_pairs: 0 (default: none), or 2–16: the pairs of that many sampled title tokens
+            are keys of their own (:func:`~daemon.signatures.supertokens.title_pair_keys`; the
+            ``products`` profile uses 7 instead of single-word title keys). Left out of the
+            fingerprint when 0, so indexes signed before this setting existed stay comparable.
     """
 
     fields: tuple[tuple[str, TextOptions], ...] = (("title", TextOptions()), ("body", TextOptions()))
@@ -83,6 +87,7 @@ class SignatureParams:
     super_rules: tuple[tuple[str, ...], ...] = (("title", "geo"), ("model", "category"))
     super_title_tokens: int = 3
     super_max_per_rule: int = 32
+    super_title_pairs: int = 0
     seed: int = 0
     _options: dict[str, TextOptions] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -111,6 +116,8 @@ class SignatureParams:
     def _fingerprint(self) -> str:
         data = asdict(self)
         data.pop("_options", None)
+        if not data["super_title_pairs"]:
+            del data["super_title_pairs"]  # the default: the fingerprint of parameters without it
         data["v"] = SIGNATURE_SCHEMA_VERSION
         return format(hash64(json.dumps(data, sort_keys=True, separators=(",", ":"))), "016x")[:12]
 
@@ -164,7 +171,7 @@ _SECTIONS: dict[str, tuple[str, ...]] = {
     "lsh": ("threshold", "bands", "rows"),
     "bottomk": ("k", "shingles"),
     "geohash": ("precision",),
-    "super": ("rules", "title_tokens", "max_per_rule"),
+    "super": ("rules", "title_tokens", "max_per_rule", "title_pairs"),
     "seed": (),
     "enabled": (),
 }
@@ -197,6 +204,16 @@ class _Parser:
         if not low <= value <= high:
             raise ConfigError(key, f"must be between {low} and {high}, got {value!r}")
         return value
+
+    @classmethod
+    def title_pairs(cls, value: Any, key: str) -> int:
+        """``super.title_pairs``: 0 (none) or 2 to 16 sampled title tokens (1 would be no pair)."""
+        if value == 0 and not isinstance(value, bool):
+            return 0
+        try:
+            return cls.integer(value, key, 2, 16)
+        except ConfigError:
+            raise ConfigError(key, f"must be 0 (no word-pair keys) or between 2 and 16, got {value!r}") from None
 
     @staticmethod
     def boolean(value: Any, key: str) -> bool:
@@ -279,5 +296,6 @@ class _Parser:
             super_rules=self.super_rules(sp.get("rules", [list(r) for r in defaults.super_rules]), self.key("super", "rules")),
             super_title_tokens=self.integer(sp.get("title_tokens", defaults.super_title_tokens), self.key("super", "title_tokens"), 1, 16),
             super_max_per_rule=self.integer(sp.get("max_per_rule", defaults.super_max_per_rule), self.key("super", "max_per_rule"), 1, 256),
+            super_title_pairs=self.title_pairs(sp.get("title_pairs", defaults.super_title_pairs), self.key("super", "title_pairs")),
             seed=self.integer(top.get("seed", defaults.seed), self.key("seed"), 0, 2**32 - 1),
         )

@@ -34,7 +34,7 @@ from .minhash import minhash
 from .params import SIGNATURE_SCHEMA_VERSION, SignatureParams
 from .shingles import ngram_hashes, sentence_shingles, shingle_hashes
 from .simhash import block_keys, simhash, simhash_from_hashes
-from .supertokens import identity_keys, super_tokens, title_sample
+from .supertokens import identity_keys, super_tokens, title_pair_keys, title_sample
 from .text import normalise_text, sentences, tokens_from_words
 
 MAX_TEXT_CHARS = 2_000
@@ -319,6 +319,8 @@ def assemble_signature(fields: Mapping[str, Any], text: RecordText, p: Signature
         value = normalise_text(_text_field(fields, role)[: p.max_title_chars])
         components[role] = [value] if value else []
     supers = super_tokens(p.super_rules, components, p.super_max_per_rule, seed) + identity_keys(text.title_toks, models, seed)
+    if p.super_title_pairs:
+        supers += title_pair_keys(text.title_toks, p.super_title_pairs, seed)
 
     return Signature(
         v=SIGNATURE_SCHEMA_VERSION,
