@@ -50,7 +50,14 @@ def hash64_hex(text: str, seed: int = 0) -> str:
 
 def token_hash(token: str, seed: int = 0) -> int:
     """:func:`hash64` of one token through the memo of :func:`hash_tokens` (a record's title tokens
-    were hashed there moments before, so this is a dictionary hit)."""
+    were hashed there moments before, so this is a dictionary hit); a token not in the memo is
+    hashed without being added to it.
+
+    Args:
+        token: any str. seed: unsigned 64-bit seed.
+    Returns:
+        int in ``[0, 2**64)``, equal to ``hash64(token, seed)``.
+    """
     cache = _token_cache.get(seed)
     if cache is not None:
         value = cache.get(token)
