@@ -188,6 +188,8 @@ async def cmd_reindex(args: argparse.Namespace) -> int:
             report = await verify(settings, backend, sample=args.sample, repair=args.repair)
             _print(report, args.json)
             return EXIT_PROBLEM if report["drift"] and not report["repaired"] else 0
+        heap.settle()  # as `nearsync run` does: the main process's collector ran every 700 allocations,
+        # walking the pages' rows and documents (~15 µs of CPU per signed row on a 20,000-row reindex)
         report = await reindex(settings, backend, page_size=args.page_size, resume=not args.restart,
                                from_scratch=args.from_scratch, progress=not args.no_progress)
         _print(report, args.json)

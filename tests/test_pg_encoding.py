@@ -104,3 +104,18 @@ async def test_a_builder_with_the_encoder_dead_letters_what_cannot_be_encoded(fr
                                                                        {**d.fields, "x": math.nan})))
     with pytest.raises(RecordError, match="not serialisable"):
         bad.build(row, 5)
+
+
+def test_documents_pickle_back_whole() -> None:
+    """``IndexDocument`` and ``EncodedDocument`` pickle as their field values (the trip back from a
+    signature worker): every field comes back, ``side`` and the encoded form included."""
+    import pickle
+
+    d = doc("1", 3, ["b1:a", "s0:b"], scope={"user": "42"})
+    d.side = ("prepared", 1)
+    e = encode_document(d)
+    for obj in (d, e, e.encoded, [e, e]):
+        back = pickle.loads(pickle.dumps(obj, pickle.HIGHEST_PROTOCOL))
+        assert back == obj and type(back) is type(obj)
+    back = pickle.loads(pickle.dumps(d))
+    assert back.side == ("prepared", 1) and back.signature == d.signature and back.keys == d.keys

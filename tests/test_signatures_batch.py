@@ -152,3 +152,47 @@ def test_build_many_signs_the_batch_and_isolates_bad_rows() -> None:
             else:
                 assert doc == expected
         assert [i for i, d in enumerate(built) if isinstance(d, RecordError)] == [5, 9, 17]
+
+
+ENCODED_DIGEST = "cf986fc8182df9a2"
+"""xxh64 of the wire form of :func:`_golden_items` as built by the signature workers, computed with
+the code of 06e9b14 (before the issue 20 speed-ups): every later change to the signing or
+encoding path must give the same bytes. Change it only with a change of signatures on purpose
+(a new ``SIGNATURE_SCHEMA_VERSION`` or parameters), and say so in the changelog."""
+
+
+def _golden_items() -> list[tuple[dict, int]]:
+    """1,500 Abt-Buy listings and 1,500 ads generated from them (edited reposts, users, places,
+    prices), as rows of the reference table."""
+    from daemon.evaluation.generator import generate_ads
+
+    records = abt_buy_records()
+    ads = [a.fields for a in generate_ads(1500, seed=5, base=records)]
+    rng = random.Random(1)
+    return [({"id": i + 1, "user_id": r.get("user") or f"u{rng.randint(1, 50)}", "category": r.get("category"),
+              "title": r.get("title"), "body": r.get("body"),
+              "price": r.get("price") if isinstance(r.get("price"), (int, float)) else None,
+              "lat": r.get("lat"), "lon": r.get("lon"), "status": "active", "created_at": None, "updated_at": None},
+             100 + i) for i, r in enumerate(records[:1500] + ads)]
+
+
+def test_worker_wire_form_is_byte_for_byte_the_pinned_one() -> None:
+    """``build_many`` with the PostgreSQL encoder (what a signature worker sends back) gives exactly
+    the bytes the code gave before the issue 20 work: record id, version, the four JSON texts and
+    the three packed int64 arrays of every document, in chunks of 250 as the indexer builds them."""
+    import xxhash
+
+    from daemon.backends.pg_encoding import encode_document
+
+    builder = DocumentBuilder(SourceTable(SourceSettings(), "int"), SignatureParams(), "user", encoder=encode_document)
+    items = _golden_items()
+    digest = xxhash.xxh64()
+    for i in range(0, len(items), 250):
+        for d in builder.build_many(items[i:i + 250]):
+            assert not isinstance(d, RecordError), d
+            e = d.encoded
+            for text in (d.record_id, str(d.version), e.scope, e.fields, e.signature, e.keys):
+                digest.update(text.encode() + b"\x1e")
+            for packed in (e.bottomk, e.minhash, e.key_hashes):
+                digest.update((b"N" if packed is None else packed) + b"\x1e")
+    assert digest.hexdigest() == ENCODED_DIGEST

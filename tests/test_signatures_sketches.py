@@ -276,3 +276,17 @@ def test_ngram_hashes_properties() -> None:
     assert set(ngram_hashes(hash_tokens(["x", "a", "b", "c"]), 3).tolist()) & set(ngram_hashes(h, 3).tolist())
     assert word_ngrams(["a", "b", "c", "d"], 3) == ["a b c", "b c d"]
     assert shingle_hashes(["a b c", "a b c"]).size == 1
+
+
+def test_hash_shortcuts_equal_hash64() -> None:
+    """``hash64_hex`` is ``format(hash64(...), "016x")`` and ``token_hash`` is ``hash64`` (memo hit or
+    not), for any text and seed: the super tokens and title samples made with them do not change."""
+    from daemon.signatures._hashing import hash64, hash64_hex, hash_tokens, token_hash
+
+    texts = ["", "a", "kdl40v4100", "t\x1f0\x1fbike\x1fu09tun", "\ud800 lone", "é" * 300, "0" * 5]
+    for seed in (0, 1, 7, 2**64 - 1):
+        for t in texts:
+            assert hash64_hex(t, seed) == format(hash64(t, seed), "016x")
+            assert token_hash(t, seed) == hash64(t, seed)
+        hash_tokens(texts, seed)  # now memoised
+        assert [token_hash(t, seed) for t in texts] == [hash64(t, seed) for t in texts]

@@ -158,3 +158,22 @@ def test_memo_overflow_with_known_and_new_pieces(monkeypatch) -> None:
     later = first + [f"word{i}" for i in range(12)]  # known pieces + enough new ones to overflow
     assert text_mod.tokens_from_words(later, opts)[:4] == ["listing", "model", "kdl-40v4100", "kdl40v4100"]
     assert extract_mod.model_numbers_from_words(later)[0] == "kdl40v4100"
+
+
+def test_final_form_memo_gives_the_unmemoised_tokens(monkeypatch) -> None:
+    """The token -> stem memo under the piece memo changes no token: punctuated pieces sharing a
+    token, stop words, model numbers and a memo that overflows give what a fresh process gives."""
+    from daemon.signatures import text as text_mod
+
+    opts = text_mod.TextOptions()
+    pieces = ["running,", "(running)", "running", "the", "the,", "kdl-40v4100.", "wide-range"]
+    expected = [w for t in text_mod._expand(text_mod.words(" ".join(pieces)))
+                for w in [text_mod._final_form(t, opts)] if w]
+    text_mod._candidate_cache(opts).clear()
+    text_mod._final_form_cache(opts).clear()
+    assert text_mod.tokens_from_words(pieces, opts) == expected
+    assert text_mod._final_form_cache(opts)["running"] == "run"
+    monkeypatch.setattr(text_mod, "WORD_CACHE_SIZE", 3)
+    text_mod._candidate_cache(opts).clear()
+    assert text_mod.tokens_from_words(pieces + [f"listing{i}" for i in range(6)], opts)[:len(expected)] == expected
+    assert len(text_mod._final_form_cache(opts)) <= 4

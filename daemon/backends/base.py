@@ -76,6 +76,13 @@ class IndexDocument:
         digest = xxhash.xxh64_intdigest(orjson.dumps(self.fields, option=orjson.OPT_SORT_KEYS))
         return digest - (1 << 64) if digest >= 1 << 63 else digest
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickle as the class and its field values in order (the same object back, every field
+        included): a slotted dataclass otherwise pickles through a Python ``__getstate__`` /
+        ``__setstate__`` pair, ~3x the CPU per document on the trip back from a signature worker."""
+        return (type(self), (self.table, self.record_id, self.version, self.fields, self.scope, self.keys,
+                             self.signature, self.encoded, self.side))
+
 
 @dataclass(frozen=True, slots=True)
 class DeleteOp:

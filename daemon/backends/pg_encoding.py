@@ -88,6 +88,11 @@ class EncodedDocument:
     minhash: bytes | None
     key_hashes: bytes
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickle as the class and its field values in order (see ``IndexDocument.__reduce__``)."""
+        return (type(self), (self.scope, self.fields, self.signature, self.keys, self.bottomk, self.minhash,
+                             self.key_hashes))
+
 
 def _check_finite(value: Any, path: str = "") -> None:
     """Raise ValueError naming the place of the first non-finite float in ``value`` (nested dicts

@@ -32,6 +32,40 @@ def hash64(text: str, seed: int = 0) -> int:
     return _xxh3(data, seed)
 
 
+def hash64_hex(text: str, seed: int = 0) -> str:
+    """``format(hash64(text, seed), "016x")``: the same 16 lower-case hex characters, made by xxhash
+    (its canonical, big-endian hex digest) without the int and the ``format`` call.
+
+    Args:
+        text: any str (lone surrogates as in :func:`hash64`). seed: unsigned 64-bit seed.
+    Returns:
+        16-character str.
+    """
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        data = text.encode("utf-8", "surrogatepass")
+    return _xxh3_hex(data, seed)
+
+
+def token_hash(token: str, seed: int = 0) -> int:
+    """:func:`hash64` of one token through the memo of :func:`hash_tokens` (a record's title tokens
+    were hashed there moments before, so this is a dictionary hit); a token not in the memo is
+    hashed without being added to it.
+
+    Args:
+        token: any str. seed: unsigned 64-bit seed.
+    Returns:
+        int in ``[0, 2**64)``, equal to ``hash64(token, seed)``.
+    """
+    cache = _token_cache.get(seed)
+    if cache is not None:
+        value = cache.get(token)
+        if value is not None:
+            return value
+    return hash64(token, seed)
+
+
 TOKEN_CACHE_SIZE = 200_000
 """Distinct tokens whose hash is memoised per seed (the cache is emptied when it grows past this)."""
 _token_cache: dict[int, dict[str, int]] = {}

@@ -91,8 +91,12 @@ def minhash(hashes: np.ndarray, num_perm: int = 128, seed: int = 1) -> np.ndarra
     return out.view(np.int64)
 
 
-BATCH_ROWS = 4096
-"""Element hashes per vectorised block of :func:`minhash_many` (a ``4096 × 128`` uint64 block is 4 MiB)."""
+BATCH_ROWS = 512
+"""Element hashes per vectorised block of :func:`minhash_many`: a ``512 × 128`` uint64 block is
+512 KiB, so it stays in a core's L2 cache (1 MiB on the bench machine) between the multiply, the
+add and the minimum. Measured on 2,500 Abt-Buy records (``grams × 128`` permutations): 8.3 µs per
+record at 512 against 9.8 µs at 4,096 (4 MiB blocks), 8.6 at 1,024 and 9.3 at 256. The values do
+not depend on it (a minimum of exact integer maps, in any grouping)."""
 
 
 def minhash_many(hashes: np.ndarray, offsets: np.ndarray, num_perm: int = 128, seed: int = 1) -> np.ndarray:

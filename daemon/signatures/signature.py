@@ -87,11 +87,12 @@ class Signature:
             "bands": list[str], "blocks": list[str], "geo": list[str], "super": list[str],
             "models": list[str], "phones": list[str], "emails": list[str], "tokens": list[str], "text": str}``
         """
-        doc: dict[str, Any] = {"v": self.v, "params": self.params, "simhash": self.simhash}
-        for key in DOCUMENT_KEYS[3:-1]:
-            doc[key] = list(getattr(self, key))
-        doc["text"] = self.text
-        return doc
+        # One literal in DOCUMENT_KEYS order (a loop of getattr took ~2x the time per document).
+        return {"v": self.v, "params": self.params, "simhash": self.simhash, "minhash": list(self.minhash),
+                "bottomk": list(self.bottomk), "bands": list(self.bands), "blocks": list(self.blocks),
+                "geo": list(self.geo), "super": list(self.super), "models": list(self.models),
+                "phones": list(self.phones), "emails": list(self.emails), "tokens": list(self.tokens),
+                "text": self.text}
 
     @classmethod
     def from_document(cls, d: Mapping[str, Any]) -> "Signature":

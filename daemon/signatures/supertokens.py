@@ -35,7 +35,7 @@ from __future__ import annotations
 from itertools import product
 from typing import Mapping, Sequence
 
-from ._hashing import hash64
+from ._hashing import hash64_hex, token_hash
 
 _SEP = "\x1f"
 
@@ -43,7 +43,7 @@ _SEP = "\x1f"
 def title_sample(title_tokens: Sequence[str], count: int, seed: int = 0) -> list[str]:
     """The ``count`` distinct tokens with the smallest ``hash64(token, seed)``, in hash order."""
     distinct = set(title_tokens)
-    return sorted(distinct, key=lambda t: hash64(t, seed))[:count]
+    return sorted(distinct, key=lambda t: token_hash(t, seed))[:count]
 
 
 def title_pair_keys(title_tokens: Sequence[str], count: int, seed: int = 0) -> list[str]:
@@ -72,9 +72,9 @@ def title_pair_keys(title_tokens: Sequence[str], count: int, seed: int = 0) -> l
     """
     sample = sorted(title_sample(title_tokens, count, seed))
     if len(sample) == 1:
-        return [f"t:p:{hash64(_SEP.join(('pair', sample[0])), seed):016x}"]
-    keys = {hash64(_SEP.join(('pair', a, b)), seed) for i, a in enumerate(sample) for b in sample[i + 1:]}
-    return [f"t:p:{h:016x}" for h in sorted(keys)]
+        return [f"t:p:{hash64_hex(_SEP.join(('pair', sample[0])), seed)}"]
+    keys = {hash64_hex(_SEP.join(('pair', a, b)), seed) for i, a in enumerate(sample) for b in sample[i + 1:]}
+    return [f"t:p:{h}" for h in sorted(keys)]  # equal-length hex: sorted as the hashes are
 
 
 def super_tokens(
@@ -103,7 +103,7 @@ def super_tokens(
         lists = [components[name] for name in kept]
         tag = str(index) if len(kept) == len(rule) else f"{index}-{'+'.join(kept)}"
         keys = {
-            format(hash64(_SEP.join((tag, *combo)), seed), "016x")
+            hash64_hex(_SEP.join((tag, *combo)), seed)
             for combo in product(*lists)
         }
         out.extend(f"t:{index}:{h}" for h in sorted(keys)[:max_per_rule])
@@ -125,6 +125,6 @@ def identity_keys(title_tokens: Sequence[str], models: Sequence[str], seed: int 
     out: list[str] = []
     distinct = sorted(set(title_tokens))
     if distinct:
-        out.append(f"k:t:{hash64(_SEP.join(('title', *distinct)), seed):016x}")
-    out.extend(f"k:m:{hash64(_SEP.join(('model', m)), seed):016x}" for m in dict.fromkeys(models))
+        out.append("k:t:" + hash64_hex(_SEP.join(("title", *distinct)), seed))
+    out.extend("k:m:" + hash64_hex(_SEP.join(("model", m)), seed) for m in dict.fromkeys(models))
     return out

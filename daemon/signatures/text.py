@@ -243,7 +243,17 @@ def _candidate_tokens(candidate: str, options: TextOptions) -> tuple[str, ...]:
         toks = [r for t in toks for r in syn.get(t, (t,))]
     if not (options.stopwords or options.stem):
         return tuple(toks)
-    return tuple(w for w in (_final_form(t, options) for t in toks) if w)
+    forms = _final_form_cache(options)
+    out: list[str] = []
+    for t in toks:
+        w = forms.get(t)
+        if w is None:
+            if len(forms) >= WORD_CACHE_SIZE:
+                forms.clear()
+            w = forms[t] = _final_form(t, options)
+        if w:
+            out.append(w)
+    return tuple(out)
 
 
 WORD_CACHE_SIZE = 200_000
@@ -252,6 +262,15 @@ WORD_CACHE_SIZE = 200_000
 
 @lru_cache(maxsize=64)
 def _candidate_cache(options: TextOptions) -> dict[str, tuple[str, ...]]:
+    return {}
+
+
+@lru_cache(maxsize=64)
+def _final_form_cache(options: TextOptions) -> dict[str, str]:
+    """Token -> :func:`_final_form` memo per option set, under the per-piece memo: distinct pieces
+    outnumber distinct tokens (``"tv,"``, ``"(tv)"`` and ``"tv"`` are three pieces, one token), and
+    Snowball costs ~37 µs a word, so each token is stemmed once per process (on 20,000 generated
+    Abt-Buy ads: 11,277 stems instead of 19,126). Emptied past :data:`WORD_CACHE_SIZE` entries."""
     return {}
 
 
