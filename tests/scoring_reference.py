@@ -14,6 +14,24 @@ from daemon.scoring.config import FieldSpec, ScoringConfig
 _TEXT_METRICS = ("jaro_winkler", "levenshtein", "token_set")
 
 
+def matches_walk(x: str, ys: Any, min_len: int) -> bool:
+    """``x`` equals one of ``ys`` or one is a prefix of the other (both >= ``min_len`` characters),
+    by a walk over ``ys``: the model-number prefix rule as it was before the set look-ups of
+    ``metrics._matches_set``."""
+    return any(x == y or (min(len(x), len(y)) >= min_len and (x.startswith(y) or y.startswith(x))) for y in ys)
+
+
+def codes_conflict(a_title_codes: frozenset[str], b_title_codes: frozenset[str], a_all: Any, b_all: Any,
+                   min_len: int = 4) -> bool:
+    """``metrics.codes_conflict`` as it was, on :func:`matches_walk`."""
+    a_set, b_set = m.normalised_identifiers(a_all), m.normalised_identifiers(b_all)
+    only_a = [x for x in a_title_codes if not matches_walk(x, b_title_codes, min_len)]
+    only_b = [y for y in b_title_codes if not matches_walk(y, a_title_codes, min_len)]
+    if not only_a or not only_b:
+        return False
+    return not (any(matches_walk(x, b_set, min_len) for x in only_a) or any(matches_walk(y, a_set, min_len) for y in only_b))
+
+
 def _blank(fields: Mapping[str, Any], name: str) -> bool:
     if name not in fields:
         return False
@@ -63,7 +81,7 @@ def field_similarity(
             if ta and tb:
                 ma, mb = m.title_models(str(ta)), m.title_models(str(tb))
                 if ma and mb:
-                    if m.codes_conflict(ma, mb, a, b, p["partial_min_len"]):
+                    if codes_conflict(ma, mb, a, b, p["partial_min_len"]):
                         return 0.0 if p["negative"] else None
                     sim = m.exact_similarity(ma, mb, **kw)
                     if sim == 0.0:  # one title's model is named elsewhere in the other record

@@ -369,3 +369,19 @@ def test_colours_and_title_codes_tell_a_line_s_items_apart() -> None:
     assert m.codes_conflict(frozenset({"3780001"}), frozenset({"3880001"}), [], [])
     # a typo in one title's code, the right code in the other's body: no conflict
     assert not m.codes_conflict(frozenset({"de5x58784"}), frozenset({"de55x8784"}), ["de5x58784"], ["de55x8784", "de5x58784"])
+
+
+def test_prefix_matching_by_sets_equals_the_walk() -> None:
+    """_matches_set (set look-ups, memoised prefixes) gives the walk's answer (the rule as written,
+    tests/scoring_reference.py) on random codes over a small alphabet, where equal codes and
+    prefixes of every length occur."""
+    import random
+
+    from scoring_reference import matches_walk
+
+    rng = random.Random(7)
+    code = lambda: "".join(rng.choice("ab1") for _ in range(rng.randint(1, 7)))
+    for _ in range(3000):
+        ys = frozenset(code() for _ in range(rng.randint(0, 4)))
+        x, min_len = code(), rng.randint(1, 5)
+        assert m._matches_set(x, ys, min_len) == matches_walk(x, ys, min_len), (x, ys, min_len)

@@ -380,16 +380,26 @@ def title_models(title: str) -> frozenset[str]:
     return frozenset(codes)
 
 
-def _matches(x: str, ys: Any, min_len: int) -> bool:
-    """``x`` equals one of ``ys`` or one is a prefix of the other (both >= ``min_len`` characters)."""
-    if x in ys:
-        return True
-    if len(x) < min_len:
-        return False
-    for y in ys:
-        if len(y) >= min_len and (x.startswith(y) or y.startswith(x)):
-            return True
-    return False
+@lru_cache(maxsize=65_536)
+def _prefix_closure(codes: frozenset[str], min_len: int) -> frozenset[str]:
+    """Every prefix of at least ``min_len`` characters of each code (the codes themselves included)."""
+    return frozenset(c[:k] for c in codes for k in range(min_len, len(c) + 1))
+
+
+@lru_cache(maxsize=65_536)
+def _code_prefixes(code: str, min_len: int) -> frozenset[str]:
+    """The prefixes of ``code`` of at least ``min_len`` characters (``code`` itself included)."""
+    return frozenset(code[:k] for k in range(min_len, len(code) + 1))
+
+
+def _matches_set(x: str, ys: frozenset[str], min_len: int) -> bool:
+    """Whether ``x`` equals a code of ``ys`` or one is a prefix of the other, both of ``min_len``
+    characters or more (``FS105`` / ``FS105NA``), by set look-ups instead of a walk over ``ys``
+    (``tests/test_scoring.py`` checks both give the same answer): ``x`` is in ``ys``, or (``x`` of ``min_len`` characters or more) ``x`` is a prefix of a code of
+    ``ys`` (:func:`_prefix_closure`, memoised per set) or a code of ``ys`` of ``min_len`` characters
+    or more is a prefix of ``x`` (:func:`_code_prefixes`, memoised per code)."""
+    return x in ys or (len(x) >= min_len and (x in _prefix_closure(ys, min_len)
+                                             or not _code_prefixes(x, min_len).isdisjoint(ys)))
 
 
 def codes_conflict(a_title_codes: frozenset[str], b_title_codes: frozenset[str], a_all: Any, b_all: Any,
@@ -411,11 +421,13 @@ def codes_conflict_sets(a_title_codes: frozenset[str], b_title_codes: frozenset[
     (:func:`normalised_identifiers` of ``a_all`` / ``b_all``)."""
     if a_title_codes <= b_title_codes or b_title_codes <= a_title_codes:
         return False  # one title's codes all in the other's (equal titles too): nothing unmatched on one side
-    only_a = [x for x in a_title_codes if not _matches(x, b_title_codes, min_len)]
-    only_b = [y for y in b_title_codes if not _matches(y, a_title_codes, min_len)]
-    if not only_a or not only_b:
+    only_a = [x for x in a_title_codes if not _matches_set(x, b_title_codes, min_len)]
+    if not only_a:
         return False
-    return not (any(_matches(x, b_set, min_len) for x in only_a) or any(_matches(y, a_set, min_len) for y in only_b))
+    only_b = [y for y in b_title_codes if not _matches_set(y, a_title_codes, min_len)]
+    if not only_b:
+        return False
+    return not (any(_matches_set(x, b_set, min_len) for x in only_a) or any(_matches_set(y, a_set, min_len) for y in only_b))
 
 
 COLOURS = frozenset((
