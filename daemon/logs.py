@@ -40,5 +40,8 @@ def configure_logging(level: str = "info", *, json: bool | None = None) -> None:
 
 
 def get_logger(name: str) -> structlog.stdlib.BoundLogger:
-    """A structlog logger bound with ``logger=name``."""
-    return structlog.get_logger().bind(component=name)  # type: ignore[no-any-return]
+    """A structlog logger with ``component=name``, bound lazily: each call reads the configuration
+    current at that moment, so a module-level logger created at import, before
+    :func:`configure_logging`, still writes where and as configured (binding it at import fixed it
+    to structlog's default, printing on stdout, e.g. into ``evaluate --json-only``'s report)."""
+    return structlog.get_logger(component=name)  # type: ignore[no-any-return]
