@@ -145,3 +145,27 @@ def test_the_cache_is_bounded_least_recently_used_first() -> None:
 def test_cached_documents_option_is_validated(bad: Any) -> None:
     with pytest.raises(ConfigError, match="index.cached_documents"):
         PostgresBackend("postgresql://unused", cached_documents=bad)
+
+
+async def test_bulk_writes_bring_the_planners_view_up_to_date(be: PostgresBackend, fresh_db: str) -> None:
+    """After ANALYZE_FIRST_AT documents written, the backend has analysed the index table (the
+    planner's row count is the real one, not "never analysed") and merged the key index's pending
+    list; its pooled sessions plan with the parameter values (no generic plans)."""
+    import psycopg
+
+    from daemon.backends.base import PlannerStatistics
+    from daemon.backends.postgres import ANALYZE_FIRST_AT
+
+    assert isinstance(be, PlannerStatistics)
+    async with await psycopg.AsyncConnection.connect(fresh_db, autocommit=True) as conn:
+        reltuples = "SELECT reltuples::bigint FROM pg_class WHERE oid = 'nearsync.documents'::regclass"
+        assert (await (await conn.execute(reltuples)).fetchone())[0] <= 0  # type: ignore[index]
+        n = ANALYZE_FIRST_AT + 50
+        await be.write([doc(str(i), 1, [f"b1:{i % 7}", f"b2:{i}"]) for i in range(n)], [])
+        assert (await (await conn.execute(reltuples)).fetchone())[0] == n  # type: ignore[index]
+        merged = "SELECT gin_clean_pending_list('nearsync.documents_key_hashes'::regclass)"
+        assert (await (await conn.execute(merged)).fetchone())[0] == 0  # type: ignore[index]
+        await be.write([doc("x", 1, ["b1:x"])], [])  # below the next step: no refresh, the entry stays pending
+        assert (await (await conn.execute(merged)).fetchone())[0] == 1  # type: ignore[index]
+    async with be._pool.connection() as conn:
+        assert (await (await conn.execute("SHOW plan_cache_mode")).fetchone())[0] == "force_custom_plan"  # type: ignore[index]

@@ -257,6 +257,18 @@ class IndexBackend(Protocol):
 
 
 @runtime_checkable
+class PlannerStatistics(Protocol):
+    """What a backend on PostgreSQL tables adds to :class:`IndexBackend`: bring the database's view
+    of the index table up to date after a bulk load (planner statistics, index housekeeping), so
+    that the candidate lookups that follow are planned and run as on a settled table. ``nearsync
+    reindex`` and ``nearsync evaluate`` call it once their load is indexed (``isinstance(backend,
+    PlannerStatistics)``); a backend may also do it by itself as it writes."""
+
+    async def refresh_statistics(self) -> None:
+        """Refresh the statistics now. Never raises for a lack of privilege (it is logged)."""
+
+
+@runtime_checkable
 class VersionedIndex(Protocol):
     """What a backend with versioned indices behind an alias (Elasticsearch, OpenSearch) adds to
     :class:`IndexBackend`: a zero-downtime rebuild into a new version followed by an atomic alias

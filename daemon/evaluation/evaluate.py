@@ -35,6 +35,7 @@ from typing import Any
 
 import psycopg
 
+from daemon.backends.base import PlannerStatistics
 from daemon.config import REFERENCE_COLUMNS, REFERENCE_FIELDS, Settings, settings_from_mapping
 from daemon.dedup.settings import DedupOptions, dedup_options
 from daemon.profiles import DEFAULT_PROFILE, PROFILES, merged
@@ -162,18 +163,22 @@ async def _run_pipeline(settings: Settings, ds: Dataset, *, progress: bool) -> d
         tasks = [asyncio.create_task(indexer.loop.run()), asyncio.create_task(worker.run())]
         await indexer.loop.ready.wait()
         await worker.ready.wait()
+        phases = {"start_s": time.perf_counter() - t0}
         try:
             async with await psycopg.AsyncConnection.connect(settings.require_dsn(), autocommit=True) as conn:
                 await copy_ads(conn, ((r.key, r.fields) for r in ds.records), custom_fields(ds))
+                phases["loaded_s"] = time.perf_counter() - t0
                 analyzed = False
                 while True:
                     await asyncio.sleep(0.2)
                     cur = await conn.execute(query("queue_status"))
                     pend = {r[0]: r[1] for r in await cur.fetchall()}
                     if not analyzed and not pend.get("index"):
-                        # the bulk load is indexed: planner statistics for the lookups still to come
-                        # (autovacuum would take up to a minute; see analyze_documents)
-                        await conn.execute(query("analyze_documents"))
+                        # the bulk load is indexed: statistics for the lookups still to come
+                        # (autovacuum would take up to a minute; see PostgresBackend)
+                        phases["indexed_s"] = time.perf_counter() - t0
+                        if isinstance(backend, PlannerStatistics):
+                            await backend.refresh_statistics()
                         analyzed = True
                     if progress:
                         print(f"\r  indexing {pend.get('index', 0):>6} / dedup {pend.get('dedup', 0):>6} pending",
@@ -198,7 +203,8 @@ async def _run_pipeline(settings: Settings, ds: Dataset, *, progress: bool) -> d
             indexer.loop.stop()
             worker.stop()
             await asyncio.gather(*tasks, return_exceptions=True)
-    return {"wall_s": wall, "flags": flags, "clusters": dict(clusters), "links": links,
+    phases["drained_s"] = wall
+    return {"wall_s": wall, "phases": {k: round(v, 2) for k, v in phases.items()}, "flags": flags, "clusters": dict(clusters), "links": links,
             "pairs_examined": worker.totals.get("pairs", 0),
             "compared": {tuple(sorted((key_of[a], key_of[b]))) for a, b in compared if a in key_of and b in key_of},
             "candidates_per_record": sum(per_record.values()) / max(1, len(per_record))}
@@ -299,7 +305,10 @@ def evaluate(ds: Dataset, *, profile: str = DEFAULT_PROFILE, config: dict[str, A
     ever compared, candidates scored per record, and **candidate recall** (share of true pairs
     that were compared at least once: a true pair missed with recall short of it is a blocking
     miss, one compared but not predicted is a scoring or clustering miss); ``clusters`` (B-cubed,
-    ARI); ``cross_source`` with a source column; ``baselines``; wall time.
+    ARI); ``cross_source`` with a source column; ``baselines``; ``wall_time_s`` (the pipeline, s:
+    from the daemons' start to the last flag) and ``phases_s``, the seconds from that start at
+    which the daemons were ready (``start_s``), the records loaded (``loaded_s``), indexed
+    (``indexed_s``) and all deduplicated (``drained_s``).
 
     Raises:
         ConfigError: an invalid setting. PgServerError: the throwaway server cannot start.
@@ -363,6 +372,7 @@ def evaluate(ds: Dataset, *, profile: str = DEFAULT_PROFILE, config: dict[str, A
         "flags": {"duplicate": sum(1 for f in raw["flags"].values() if f["flag"] == "duplicate"),
                   "potential_duplicate": sum(1 for f in raw["flags"].values() if f["flag"] == "potential_duplicate")},
         "wall_time_s": round(raw["wall_s"], 2),
+        "phases_s": raw["phases"],
     }
     if has_source:
         tx = _cross(truth, source)

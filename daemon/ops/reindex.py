@@ -39,7 +39,7 @@ import psycopg
 from psycopg.rows import dict_row
 from tqdm import tqdm
 
-from daemon.backends.base import IndexBackend, VersionedIndex
+from daemon.backends.base import IndexBackend, PlannerStatistics, VersionedIndex
 from daemon.config import Settings
 from daemon.errors import ConfigError, RecordError
 from daemon.db.queries import query
@@ -156,8 +156,8 @@ async def reindex(settings: Settings, backend: IndexBackend, *, page_size: int =
                 await loop.drain()
         bar.close()
         await cur.execute(query("checkpoint_delete"), {"job": _job(table)})
-        if search is None:  # PostgreSQL backend: planner statistics for the rebuilt index table
-            await cur.execute(query("analyze_documents"))
+        if isinstance(backend, PlannerStatistics):  # PostgreSQL backend: statistics of the rebuilt table
+            await backend.refresh_statistics()
     if search is not None:
         extra["pruned"] = await search.prune_versions()
     elapsed = time.perf_counter() - t0
