@@ -16,6 +16,15 @@ _xxh3 = xxhash.xxh3_64_intdigest
 _xxh3_hex = xxhash.xxh3_64_hexdigest
 
 
+def _utf8(text: str) -> bytes:
+    """``text`` as UTF-8; lone surrogates (which UTF-8 cannot hold) with ``surrogatepass``, so
+    nothing raises."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+
+
 def hash64(text: str, seed: int = 0) -> int:
     """Hash a string to an unsigned 64-bit int with XXH3-64.
 
@@ -25,11 +34,7 @@ def hash64(text: str, seed: int = 0) -> int:
     Returns:
         int in ``[0, 2**64)``.
     """
-    try:
-        data = text.encode("utf-8")
-    except UnicodeEncodeError:
-        data = text.encode("utf-8", "surrogatepass")
-    return _xxh3(data, seed)
+    return _xxh3(_utf8(text), seed)
 
 
 def hash64_hex(text: str, seed: int = 0) -> str:
@@ -41,11 +46,7 @@ def hash64_hex(text: str, seed: int = 0) -> str:
     Returns:
         16-character str.
     """
-    try:
-        data = text.encode("utf-8")
-    except UnicodeEncodeError:
-        data = text.encode("utf-8", "surrogatepass")
-    return _xxh3_hex(data, seed)
+    return _xxh3_hex(_utf8(text), seed)
 
 
 def token_hash(token: str, seed: int = 0) -> int:
