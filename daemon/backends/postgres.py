@@ -146,6 +146,7 @@ class PostgresBackend:
                     raise TransientIndexError(f"postgres index unreachable: {e}") from e
         self._written += sum(o is Outcome.APPLIED for o in outcomes.values())
         if self._written >= self._analyze_at:
+            self._analyze_at = self._written + ANALYZE_FIRST_AT  # no second refresh while this one runs
             await self.refresh_statistics()
         return WriteResult(outcomes, errors)
 

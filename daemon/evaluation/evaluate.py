@@ -204,7 +204,8 @@ async def _run_pipeline(settings: Settings, ds: Dataset, *, progress: bool) -> d
             worker.stop()
             await asyncio.gather(*tasks, return_exceptions=True)
     phases["drained_s"] = wall
-    return {"wall_s": wall, "phases": {k: round(v, 2) for k, v in phases.items()}, "flags": flags, "clusters": dict(clusters), "links": links,
+    return {"wall_s": wall, "phases": {k: round(v, 2) for k, v in phases.items()}, "flags": flags,
+            "clusters": dict(clusters), "links": links,
             "pairs_examined": worker.totals.get("pairs", 0),
             "compared": {tuple(sorted((key_of[a], key_of[b]))) for a, b in compared if a in key_of and b in key_of},
             "candidates_per_record": sum(per_record.values()) / max(1, len(per_record))}
