@@ -201,10 +201,26 @@ def normalised_identifiers(value: Any, ignore_quantities: bool = False) -> froze
         The values case-folded with everything but letters and digits removed (``"KX-FA83"`` ->
         ``"kxfa83"``), empty ones dropped.
     """
+    if isinstance(value, list):  # a signature's list: the same lists recur across documents
+        try:
+            return _normalised_values(tuple(value), ignore_quantities)
+        except TypeError:  # an unhashable item: not memoisable
+            pass
+    return _normalised_uncached(value, ignore_quantities)
+
+
+def _normalised_uncached(value: Any, ignore_quantities: bool) -> frozenset[str]:
     s = _as_set(value)
     if ignore_quantities:
         s = {v for v in s if not is_quantity(v)}
     return frozenset(s)
+
+
+@lru_cache(maxsize=65_536)
+def _normalised_values(values: tuple[Any, ...], ignore_quantities: bool) -> frozenset[str]:
+    """:func:`normalised_identifiers` of a list of values, memoised (a candidate decoded again
+    after it left the document cache has the same model-number list as before)."""
+    return _normalised_uncached(list(values), ignore_quantities)
 
 
 def exact_similarity_sets(
@@ -366,6 +382,7 @@ def _canonical_number(text: str) -> str:
 _DIGIT_CODE = re.compile(r"\d{5,12}")
 
 
+@lru_cache(maxsize=65_536)
 @lru_cache(maxsize=65_536)
 def title_models(title: str) -> frozenset[str]:
     """The codes of a title alone: its model numbers (:func:`daemon.signatures.model_numbers` of the
