@@ -53,14 +53,14 @@ def title_pair_keys(title_tokens: Sequence[str], count: int, seed: int = 0) -> l
 
     Why pairs: a single sampled title word (``black``, ``camera``, ``sony``) is shared by a large
     share of a catalogue, so each such key's block grows with the index and every lookup visits it
-    whole; two titles sharing a *pair* of sampled words are far fewer. On the product corpus of
-    ``bench/corpus_products.py`` at 20,000 listings, documents visited per lookup (the sum of its
-    keys' block sizes) and the share of true pairs among the best 50 candidates: 4 single words
-    1,076 and 0.844; pairs of 7 words 505 and 0.842; pairs of 8 words 632 and 0.841. On Abt-Buy's
-    real listings (cross-source pairs): 0.953 with 4 single words, 0.952 with pairs of 7, 0.966
-    with pairs of 8 (an offline count over the signatures, 2026-11-24). Two titles that share
-    most words very likely sample most of the same words (consistent sampling), so they share a pair
-    unless fewer than two of their sampled words agree. (Pairs of the sampled words are the
+    whole; two titles sharing a *pair* of sampled words are far fewer. ``python
+    bench/bench_blocking.py --corpus 20000 100000`` (2026-11-24), index entries a lookup visits and
+    the share of true duplicates among the best 50 candidates, 4 single words against pairs of 8:
+    Abt-Buy 221 and 0.960 against 187 and 0.974; the product corpus at 20,000 listings 1,077 and
+    0.843 against 635 and 0.844, at 100,000 listings 3,074 and 0.782 against 881 and 0.764 (a
+    little recall traded for 3.5 times fewer entries where the corpus is densest). Two titles that
+    share most words very likely sample most of the same words (consistent sampling), so they share
+    a pair unless fewer than two of their sampled words agree. (Pairs of the sampled words are the
     two-component "super-shingles" of Broder 1997 applied to title words.)
 
     Args:

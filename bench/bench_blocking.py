@@ -1,0 +1,145 @@
+"""Benchmark of candidate-key designs (a script, not a test): what a lookup visits and what it finds.
+
+For each ``[signatures]`` variant it signs the same listings with the real signature code
+(:func:`daemon.signatures.compute_signatures`), builds an in-memory inverted index of their candidate
+keys (what ``nearsync.documents.key_hashes`` holds, without the scope key) and, for sampled
+listings, counts:
+
+* **visited**: the sum of the block sizes of the listing's keys, i.e. the index entries a
+  PostgreSQL lookup reads (one GIN scan per key, every document of its block);
+* **candidates**: the other-source listings sharing at least one key (``dedup.min_match = 1``);
+* **recall@cap**: the share of the listing's true duplicates (same product, another source) among
+  the ``cap`` candidates sharing the most keys (ties by position), as the candidate lookup ranks
+  them before scoring.
+
+Data: Abt-Buy as shipped (true pairs from its mapping; shop = source) and corpora of
+:mod:`bench.corpus_products` (true pairs = same product; 8 shops). No PostgreSQL involved: this
+measures the key design, not the database. Variants: ``single4`` (4 sampled title words as keys
+of their own, the ``products`` profile before 2026-11-24), ``pairs7`` and ``pairs8`` (pairs of 7 or
+8 sampled title words, ``super.title_pairs``; 8 is the profile's), each with the model-number
+rule; every other setting is the ``products`` profile's.
+
+Usage (from the repository root)::
+
+    python bench/bench_blocking.py [--corpus 20000] [--sample 500] [--cap 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.corpus_products import build_corpus  # noqa: E402
+from daemon.capture.documents import coerce_numbers  # noqa: E402
+from daemon.evaluation.datasets import abt_buy, default_data_dir  # noqa: E402
+from daemon.profiles import PROFILES, merged  # noqa: E402
+from daemon.signatures import SignatureParams, compute_signatures  # noqa: E402
+
+VARIANTS: dict[str, dict[str, Any]] = {
+    "single4": {"super": {"rules": [["model"], ["title"]], "title_tokens": 4, "title_pairs": 0}},
+    "pairs7": {"super": {"rules": [["model"]], "title_pairs": 7}},
+    "pairs8": {"super": {"rules": [["model"]], "title_pairs": 8}},
+}
+"""Variant name -> ``[signatures]`` keys applied over the ``products`` profile's."""
+
+
+def measure(records: Sequence[dict[str, Any]], groups: Sequence[Any], signatures: dict[str, Any], *,
+            sample: Sequence[int], cap: int) -> dict[str, float]:
+    """Visited entries, candidates and recall@cap for the ``sample`` listings (see the module docstring).
+
+    Args:
+        records: field dicts (``title``, ``body``, ``price``, ``source``).
+        groups: per record, its true-duplicate group (records of one group and another source are
+            true pairs); ``None`` for a record in no pair.
+        signatures: the ``[signatures]`` settings.
+        sample: indexes of the records measured. cap: the candidate cap.
+    Returns:
+        ``keys`` (mean keys per record), ``visited`` and ``candidates`` (means over the sample),
+        ``recall`` (true pairs among the top ``cap`` over all true pairs of the sample).
+    """
+    params = SignatureParams.from_mapping(signatures)
+    sigs = compute_signatures([coerce_numbers(dict(r)) for r in records], params, errors="return")
+    keys = [[] if isinstance(s, Exception) else s.keys() for s in sigs]
+    postings: dict[str, list[int]] = defaultdict(list)
+    for i, ks in enumerate(keys):
+        for k in ks:
+            postings[k].append(i)
+    members: dict[Any, list[int]] = defaultdict(list)
+    for i, g in enumerate(groups):
+        if g is not None:
+            members[g].append(i)
+    visited = found = true_total = candidates = 0
+    for i in sample:
+        src = records[i].get("source")
+        shared: Counter[int] = Counter()
+        for k in keys[i]:
+            visited += len(postings[k])
+            shared.update(j for j in postings[k] if j != i and records[j].get("source") != src)
+        candidates += len(shared)
+        top = {j for j, _ in sorted(shared.items(), key=lambda x: (-x[1], x[0]))[:cap]}
+        truth = [j for j in members.get(groups[i], []) if j != i and records[j].get("source") != src]
+        true_total += len(truth)
+        found += sum(j in top for j in truth)
+    n = max(1, len(sample))
+    return {"keys": sum(map(len, keys)) / max(1, len(keys)), "visited": visited / n, "candidates": candidates / n,
+            "recall": found / max(1, true_total)}
+
+
+def abt_buy_sets(data: Path) -> tuple[list[dict[str, Any]], list[Any]]:
+    """Abt-Buy's listings (shop as ``source``) and their true-pair groups (connected components of
+    the mapping)."""
+    ds = abt_buy(data)
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a, b in ds.pairs:
+        parent[find(a)] = find(b)
+    records = [dict(r.fields) for r in ds.records]
+    groups = [find(r.key) if r.key in parent else None for r in ds.records]
+    return records, groups
+
+
+def main() -> None:
+    """Print the figures of every variant for Abt-Buy and each ``--corpus`` size (see the module
+    docstring). Exits with a message when the shared data is absent."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--corpus", type=int, nargs="*", default=[20_000], help="product-corpus sizes (listings)")
+    ap.add_argument("--sample", type=int, default=500, help="listings measured per set (Abt-Buy: all)")
+    ap.add_argument("--cap", type=int, default=PROFILES["products"]["dedup"]["candidate_cap"])
+    ap.add_argument("--seed", type=int, default=18, help="the corpus's seed")
+    args = ap.parse_args()
+    data = default_data_dir()
+    if data is None:
+        raise SystemExit("needs ../shared/data/abt-buy (or NEARSYNC_DATA)")
+    sets: list[tuple[str, list[dict[str, Any]], list[Any], list[int]]] = []
+    records, groups = abt_buy_sets(data)
+    sets.append(("Abt-Buy as shipped (2 shops)", records, groups, list(range(len(records)))))
+    for n in args.corpus:
+        corpus = build_corpus(n, seed=args.seed, data_dir=data)
+        picked = random.Random(1).sample(range(len(corpus)), min(args.sample, len(corpus)))
+        sets.append((f"corpus of {n:,} listings (8 shops)", [x.fields for x in corpus], [x.product for x in corpus],
+                     picked))
+    base = PROFILES["products"]["signatures"]
+    for label, recs, grps, sample in sets:
+        print(f"{label}, {len(sample):,} listings measured, cap {args.cap}:", flush=True)
+        for name, variant in VARIANTS.items():
+            r = measure(recs, grps, merged(base, variant), sample=sample, cap=args.cap)
+            print(f"  {name:8} {r['keys']:5.1f} keys/listing, visited {r['visited']:7.0f}, candidates "
+                  f"{r['candidates']:6.0f}, recall@{args.cap} {r['recall']:.4f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
