@@ -281,9 +281,41 @@ def key_density(records: Sequence[dict[str, Any]], *, sample: int = 500, seed: i
             "over_cap": sum(c > cap for c in counts) / max(1, len(counts))}
 
 
+def write_csv(listings: Sequence[Listing], out: Path) -> tuple[Path, Path]:
+    """Write ``listings`` as a labelled set that ``nearsync evaluate`` reads: ``records.csv``
+    (``id``, ``title``, ``body``, ``price``, ``source``; ids ``p0``, ``p1``, ... in corpus order) and
+    ``pairs.csv`` (``a``, ``b``: each listing paired with the first listing of its product, when
+    that one came from another shop; evaluate takes the transitive closure).
+
+    Returns:
+        The two paths. Raises OSError when ``out`` cannot be written.
+    """
+    import csv
+
+    out.mkdir(parents=True, exist_ok=True)
+    records, pairs = out / "records.csv", out / "pairs.csv"
+    first: dict[str, int] = {}
+    with records.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["id", "title", "body", "price", "source"])
+        for i, x in enumerate(listings):
+            w.writerow([f"p{i}", x.fields["title"], x.fields["body"],
+                        "" if x.fields["price"] is None else x.fields["price"], x.fields["source"]])
+    with pairs.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["a", "b"])
+        for i, x in enumerate(listings):
+            j = first.setdefault(x.product, i)
+            if j != i and listings[j].fields["source"] != x.fields["source"]:
+                w.writerow([f"p{j}", f"p{i}"])
+    return records, pairs
+
+
 def main() -> None:
     """``python -m bench.corpus_products --density 10000 100000``: the candidate density (before the
-    cap) of the real Abt-Buy listings and of corpora of the given sizes, side by side."""
+    cap) of the real Abt-Buy listings and of corpora of the given sizes, side by side.
+    ``--write-csv DIR --size N --shops 2``: write one corpus as a labelled set for ``nearsync
+    evaluate`` instead (:func:`write_csv`)."""
     import argparse
 
     from daemon.evaluation.datasets import default_data_dir
@@ -293,10 +325,17 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=18, help="the corpus's seed")
     ap.add_argument("--shops", type=int, default=8)
     ap.add_argument("--sample", type=int, default=500, help="records whose candidates are counted")
+    ap.add_argument("--write-csv", type=Path, metavar="DIR", help="write a labelled set (records.csv, pairs.csv)")
+    ap.add_argument("--size", type=int, default=25_000, help="listings of the set --write-csv writes")
     args = ap.parse_args()
     data = default_data_dir()
     if data is None:
         raise SystemExit("needs ../shared/data/abt-buy (or NEARSYNC_DATA)")
+    if args.write_csv:
+        listings = build_corpus(args.size, seed=args.seed, data_dir=data, shops=args.shops)
+        for path in write_csv(listings, args.write_csv):
+            print(path)
+        return
     sets: list[tuple[str, list[dict[str, Any]]]] = [("Abt-Buy as shipped (2 shops)",
                                                      [dict(r.fields) for r in abt_buy(data).records])]
     for n in args.density:
