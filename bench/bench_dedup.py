@@ -65,6 +65,7 @@ import xxhash
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from daemon import heap  # noqa: E402
 from daemon.config import settings_from_mapping  # noqa: E402
 from daemon.evaluation.datasets import abt_buy, default_data_dir  # noqa: E402
 from daemon.evaluation.evaluate import PRODUCT_PROFILE  # noqa: E402
@@ -325,6 +326,7 @@ async def time_backlog(dsn: str, settings: Any, indexed: int, backlog: int, samp
                                                     "ops": ["U"] * len(ids)})
     async with opened_backend(settings) as backend:
         worker = await build_worker(settings, backend)
+        heap.settle()  # as `nearsync dedup` does once started (garbage-collector thresholds)
         await drain_throughput(worker, label, target=target, profile=profile)
         await single_record_latency(dsn, worker, [str(i) for i in rng.sample(range(1, indexed + 1), samples)], indexed)
 
