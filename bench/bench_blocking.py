@@ -37,11 +37,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.corpus_products import build_corpus  # noqa: E402
-from daemon.capture.documents import coerce_numbers  # noqa: E402
+from bench.corpus_products import build_corpus, key_postings  # noqa: E402
 from daemon.evaluation.datasets import abt_buy, default_data_dir  # noqa: E402
 from daemon.profiles import PROFILES, merged  # noqa: E402
-from daemon.signatures import SignatureParams, compute_signatures  # noqa: E402
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "single4": {"super": {"rules": [["model"], ["title"]], "title_tokens": 4, "title_pairs": 0}},
@@ -65,13 +63,7 @@ def measure(records: Sequence[dict[str, Any]], groups: Sequence[Any], signatures
         ``keys`` (mean keys per record), ``visited`` and ``candidates`` (means over the sample),
         ``recall`` (true pairs among the top ``cap`` over all true pairs of the sample).
     """
-    params = SignatureParams.from_mapping(signatures)
-    sigs = compute_signatures([coerce_numbers(dict(r)) for r in records], params, errors="return")
-    keys = [[] if isinstance(s, Exception) else s.keys() for s in sigs]
-    postings: dict[str, list[int]] = defaultdict(list)
-    for i, ks in enumerate(keys):
-        for k in ks:
-            postings[k].append(i)
+    keys, postings = key_postings(records, signatures)
     members: dict[Any, list[int]] = defaultdict(list)
     for i, g in enumerate(groups):
         if g is not None:

@@ -240,6 +240,30 @@ def build_corpus(n: int, *, seed: int = 18, data_dir: Path, shops: int = 8, vari
     return out
 
 
+def key_postings(records: Sequence[dict[str, Any]], signatures: dict[str, Any]
+                 ) -> tuple[list[list[str]], dict[str, list[int]]]:
+    """Sign ``records`` (field dicts) with the ``[signatures]`` settings ``signatures`` and index
+    their candidate keys in memory.
+
+    Returns:
+        ``(keys, postings)``: each record's keys (empty for a record whose signing failed), and
+        key -> positions of the records holding it (the key's block).
+    """
+    from collections import defaultdict
+
+    from daemon.capture.documents import coerce_numbers
+    from daemon.signatures import SignatureParams, compute_signatures
+
+    params = SignatureParams.from_mapping(signatures)
+    sigs = compute_signatures([coerce_numbers(dict(f)) for f in records], params, errors="return")
+    keys = [[] if isinstance(s, Exception) else s.keys() for s in sigs]
+    postings: dict[str, list[int]] = defaultdict(list)
+    for i, ks in enumerate(keys):
+        for k in ks:
+            postings[k].append(i)
+    return keys, postings
+
+
 def key_density(records: Sequence[dict[str, Any]], *, sample: int = 500, seed: int = 1,
                 signatures: dict[str, Any] | None = None) -> dict[str, float]:
     """How many candidates the index's keys give a record, before the candidate cap: for ``sample``
@@ -253,19 +277,9 @@ def key_density(records: Sequence[dict[str, Any]], *, sample: int = 500, seed: i
         ``keys`` (mean keys per record), ``mean``, ``median``, ``p90`` candidates per record and
         ``over_cap`` (share over the product profile's candidate cap of 50).
     """
-    from collections import defaultdict
-
-    from daemon.capture.documents import coerce_numbers
     from daemon.evaluation.evaluate import PRODUCT_PROFILE
-    from daemon.signatures import SignatureParams, compute_signatures
 
-    params = SignatureParams.from_mapping(signatures if signatures is not None else PRODUCT_PROFILE["signatures"])
-    sigs = compute_signatures([coerce_numbers(dict(f)) for f in records], params, errors="return")
-    keys = [[] if isinstance(s, Exception) else s.keys() for s in sigs]
-    postings: dict[str, list[int]] = defaultdict(list)
-    for i, ks in enumerate(keys):
-        for k in ks:
-            postings[k].append(i)
+    keys, postings = key_postings(records, signatures if signatures is not None else PRODUCT_PROFILE["signatures"])
     picked = random.Random(seed).sample(range(len(records)), min(sample, len(records)))
     counts = []
     for i in picked:
