@@ -412,9 +412,10 @@ def _code_prefixes(code: str, min_len: int) -> frozenset[str]:
 def _matches_set(x: str, ys: frozenset[str], min_len: int) -> bool:
     """Whether ``x`` equals a code of ``ys`` or one is a prefix of the other, both of ``min_len``
     characters or more (``FS105`` / ``FS105NA``), by set look-ups instead of a walk over ``ys``
-    (``tests/test_scoring.py`` checks both give the same answer): ``x`` is in ``ys``, or (``x`` of ``min_len`` characters or more) ``x`` is a prefix of a code of
-    ``ys`` (:func:`_prefix_closure`, memoised per set) or a code of ``ys`` of ``min_len`` characters
-    or more is a prefix of ``x`` (:func:`_code_prefixes`, memoised per code)."""
+    (``tests/test_scoring.py`` checks both give the same answer): ``x`` is in ``ys``, or (``x`` of
+    ``min_len`` characters or more) ``x`` is a prefix of a code of ``ys`` (:func:`_prefix_closure`,
+    memoised per set) or a code of ``ys`` of ``min_len`` characters or more is a prefix of ``x``
+    (:func:`_code_prefixes`, memoised per code)."""
     return x in ys or (len(x) >= min_len and (x in _prefix_closure(ys, min_len)
                                              or not _code_prefixes(x, min_len).isdisjoint(ys)))
 
@@ -436,8 +437,6 @@ def codes_conflict_sets(a_title_codes: frozenset[str], b_title_codes: frozenset[
                         b_set: frozenset[str], min_len: int = 4) -> bool:
     """:func:`codes_conflict` with each record's model numbers already normalised
     (:func:`normalised_identifiers` of ``a_all`` / ``b_all``)."""
-    if a_title_codes <= b_title_codes or b_title_codes <= a_title_codes:
-        return False  # one title's codes all in the other's (equal titles too): nothing unmatched on one side
     only_a = [x for x in a_title_codes if not _matches_set(x, b_title_codes, min_len)]
     if not only_a:
         return False

@@ -66,7 +66,7 @@ class SignatureParams:
         super_max_per_rule: cap of super tokens per rule. seed: hashing/permutation seed in ``[0, 2**32)``.
         super_title_pairs: 0 (default: none), or 2–16: the pairs of that many sampled title tokens
             are keys of their own (:func:`~daemon.signatures.supertokens.title_pair_keys`; the
-            ``products`` profile uses 7 instead of single-word title keys). Left out of the
+            ``products`` profile uses 8 instead of single-word title keys). Left out of the
             fingerprint when 0, so indexes signed before this setting existed stay comparable.
     """
 
