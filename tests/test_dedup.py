@@ -117,6 +117,49 @@ async def test_editing_a_duplicate_into_another_ad_clears_its_flag(dsettings: Se
     assert await flags(s.dsn) == {}
 
 
+TABLET = ORIGINAL | {
+    "category": "tablets", "title": "Panasonic tablet PA-79C6161", "price": 1000.0,
+    "body": "Panasonic tablet model PA-79C6161. Barely used, in perfect condition. Original box and all accessories "
+            "included. Bought last year, receipt available. Can deliver within the city for a small fee.",
+}
+TYPO_TITLE = "Pnaasonic tabtel PA-7C96161"  # no word in common with TABLET's title
+
+
+async def test_an_edit_that_takes_a_pair_out_of_each_others_candidates_drops_its_link(dsettings: Settings) -> None:
+    """A link stays only while the pair is still looked up: flags equal a fresh pass over the table.
+
+    The user's scope is small, so each ad is compared with the user's ads whose title shares a word
+    with its own. After the edit the two titles share none: neither ad's lookup returns the other,
+    so a pass over the table as it now is never scores the pair, although the pair would score as
+    a duplicate (the body and price still agree). The link made before the edit must not survive it.
+    """
+    from daemon.dedup.settings import dedup_options
+    from daemon.dedup.worker import is_candidate_pair, side_of
+    from daemon.scoring import decide, score_sides
+
+    s = dsettings
+    async with running_indexer(s), running_worker(s):
+        orig = await add(s.dsn, TABLET, "now() - interval '1 day'")
+        dup = await add(s.dsn, TABLET | {"price": 1040.0})
+        await settle(s)
+        assert dup in await flags(s.dsn)
+        async with await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as c:
+            await c.execute("UPDATE ads SET title = %s WHERE id = %s", (TYPO_TITLE, int(dup)))
+        await settle(s)
+    after_edit = await flags(s.dsn)
+    # The pair still scores as a duplicate when it is compared, but it is no longer a candidate pair.
+    opts = dedup_options(s)
+    async with opened_backend(s) as backend:
+        docs = await backend.get("public.ads", [orig, dup])
+    da, db = docs[orig], docs[dup]
+    assert decide(score_sides(side_of(da), side_of(db), opts.scoring).score, opts.scoring) is not None
+    assert not is_candidate_pair(da, db, opts, exhaustive=True) and not is_candidate_pair(db, da, opts, exhaustive=True)
+    await _redo_all(s.dsn)
+    async with running_worker(s):
+        await settle(s)
+    assert after_edit == await flags(s.dsn) == {}
+
+
 async def test_deleting_the_original_repoints_its_duplicates(dsettings: Settings) -> None:
     s = dsettings
     async with running_indexer(s), running_worker(s):

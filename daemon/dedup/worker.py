@@ -19,8 +19,11 @@ record there, in its acknowledging transaction):
    member gets a flag pointing at its cluster's original
    (earliest ``created_at``, then id); members no longer linked lose theirs.
 
-Links depend only on the two records, so the final links, clusters and flags do not depend on the
-order in which records are processed, nor on how many workers run.
+Links depend only on the two records — a link is kept only while its pair is still a candidate
+pair (:func:`is_candidate_pair`) and scores at least the potential threshold — so the final links,
+clusters and flags do not depend on the order in which records are processed, nor on how many
+workers run. The exceptions depend on other records: the candidate cap, and a scope growing past
+``exhaustive_below`` (docs/architecture.md, "Dedup worker").
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from typing import Any
 import psycopg
 
 from daemon.db import jsoncodec
-from daemon.backends.base import Candidate, CandidateQuery, IndexBackend, IndexDocument
+from daemon.backends.base import SCOPE_KEY, Candidate, CandidateQuery, IndexBackend, IndexDocument
 from daemon.dedup.ids import canonical, record_id_key
 from daemon.dedup.clusters import average_link_clusters, build_clusters, respect_cannot_links
 from daemon.dedup.settings import DedupOptions
@@ -107,10 +110,12 @@ class ScoredCandidate:
 
 @dataclass
 class ScoredCandidates:
-    """What :func:`score_candidates` returns: scored candidates (index order) and whether the cap was hit."""
+    """What :func:`score_candidates` returns: scored candidates (index order), whether the cap was
+    hit, and whether the lookup compared the whole (small) scope (:func:`lookup_candidates`)."""
 
     scored: list[ScoredCandidate]
     capped: bool
+    exhaustive: bool = False
 
 
 async def score_candidates(table: str, record_id: str | None, doc: IndexDocument, backend: IndexBackend,
@@ -132,8 +137,8 @@ async def score_candidates(table: str, record_id: str | None, doc: IndexDocument
     Raises:
         TransientIndexError: the index is unreachable.
     """
-    (found, cap), = await lookup_candidates(table, [(record_id, doc)], backend, options)
-    return score_found(record_id, doc, found, options, cap=cap)
+    (found, cap, exhaustive), = await lookup_candidates(table, [(record_id, doc)], backend, options)
+    return score_found(record_id, doc, found, options, cap=cap, exhaustive=exhaustive)
 
 
 def excluded_source(doc: IndexDocument, options: DedupOptions) -> str | None:
@@ -144,8 +149,41 @@ def excluded_source(doc: IndexDocument, options: DedupOptions) -> str | None:
     return str(own) if options.cross_source_only and own is not None else None
 
 
+def is_candidate_pair(doc: IndexDocument, other: IndexDocument, options: DedupOptions, *, exhaustive: bool) -> bool:
+    """Whether ``other`` is among ``doc``'s candidates by the rules of :func:`lookup_candidates`,
+    decided from the two documents alone (pure, no I/O).
+
+    Used under the worker's lock for a link that the batch's lookup did not score (the other end
+    made it, or its partner changed since): the link stays only while the pair would still be
+    looked up, so a link made when the records were different does not outlive the rule that made
+    it, and the final links are those a single pass over the final table makes.
+
+    Args:
+        doc, other: the two current documents.
+        options: ``[dedup]`` settings (``min_match``, ``cross_source_only``).
+        exhaustive: ``doc``'s lookup compared its whole scope (the scope was below
+            ``exhaustive_below``).
+    Returns:
+        True when both share the scope, are not left apart by ``cross_source_only``, and, with
+        ``exhaustive``, their titles share a word (or ``doc``'s title has none), without it, they
+        share at least ``min_match`` candidate keys (the scope key aside). The candidate cap is not
+        part of it (it depends on the other records): see docs/architecture.md.
+    """
+    if doc.scope != other.scope:
+        return False
+    own = excluded_source(doc, options)
+    if own is not None and str(other.fields.get("source")) == own:
+        return False
+    if exhaustive:
+        tokens = doc.signature.get("tokens") or ()
+        return not tokens or not set(tokens).isdisjoint(other.signature.get("tokens") or ())
+    shared = set(doc.keys).intersection(other.keys)
+    shared.discard(SCOPE_KEY)
+    return len(shared) >= options.min_match
+
+
 async def lookup_candidates(table: str, items: Sequence[tuple[str | None, IndexDocument]], backend: IndexBackend,
-                            options: DedupOptions) -> list[tuple[list[Candidate], int]]:
+                            options: DedupOptions) -> list[tuple[list[Candidate], int, bool]]:
     """The candidates of several documents, and how many of them to score, in at most two lookups.
 
     * **exhaustive**: a document whose scope holds fewer than ``options.exhaustive_below``
@@ -163,26 +201,27 @@ async def lookup_candidates(table: str, items: Sequence[tuple[str | None, IndexD
     Args:
         items: ``(record_id or None, document)`` pairs.
     Returns:
-        One ``(candidates, cap)`` per item, in order (``cap``: how many of them to score).
+        One ``(candidates, cap, exhaustive)`` per item, in order (``cap``: how many of them to
+        score; ``exhaustive``: the whole scope was compared).
     Raises:
         TransientIndexError: the index is unreachable.
     """
     queries = [CandidateQuery(doc.keys, doc.scope, rid, excluded_source(doc, options)) for rid, doc in items]
     cap = options.scoring.candidate_cap
-    out: list[tuple[list[Candidate], int] | None] = [None] * len(items)
+    out: list[tuple[list[Candidate], int, bool] | None] = [None] * len(items)
     if options.exhaustive_below > 1:
         members = await backend.scope_members(
             table, [replace(q, tokens=tuple(doc.signature.get("tokens") or ())) for q, (_, doc) in zip(queries, items)],
             limit=options.exhaustive_below - 1)
         for i, found in enumerate(members):
             if found is not None:
-                out[i] = (found, len(found))
+                out[i] = (found, len(found), True)
     rest = [i for i, x in enumerate(out) if x is None]
     if rest:
         found_many = await backend.candidates_many(table, [queries[i] for i in rest], min_match=options.min_match,
                                                    limit=cap + 1)
         for i, found in zip(rest, found_many, strict=True):
-            out[i] = (found, cap)
+            out[i] = (found, cap, False)
     return [x for x in out if x is not None]
 
 
@@ -202,8 +241,8 @@ async def score_candidates_many(table: str, items: Sequence[tuple[str, IndexDocu
     for start in range(0, len(items), LOOKUP_CHUNK):
         part = items[start : start + LOOKUP_CHUNK]
         found = await lookup_candidates(table, part, backend, options)
-        out += [score_found(rid, doc, cands, options, cap=cap)
-                for (rid, doc), (cands, cap) in zip(part, found, strict=True)]
+        out += [score_found(rid, doc, cands, options, cap=cap, exhaustive=exhaustive)
+                for (rid, doc), (cands, cap, exhaustive) in zip(part, found, strict=True)]
     return out
 
 
@@ -216,13 +255,13 @@ LOOKUP_CHUNK = 200
 
 
 def score_found(record_id: str | None, doc: IndexDocument, cands: Sequence[Candidate],
-                options: DedupOptions, *, cap: int | None = None) -> ScoredCandidates:
+                options: DedupOptions, *, cap: int | None = None, exhaustive: bool = False) -> ScoredCandidates:
     """Score a document against the candidates a lookup returned (``cap + 1`` asked for, so that a
     hit cap shows); pure, no I/O.
 
     Args:
         cap: candidates scored at most (default ``candidate_cap``; an exhaustive lookup passes
-            the number it found).
+            the number it found). exhaustive: the lookup compared the whole scope (kept on the result).
     Returns:
         :class:`ScoredCandidates`: at most ``cap`` candidates scored, ``capped`` when more came.
     """
@@ -239,7 +278,7 @@ def score_found(record_id: str | None, doc: IndexDocument, cands: Sequence[Candi
             da, db = (doc, cand.document) if a == record_id else (cand.document, doc)
         ps = score_sides(side_of(da), side_of(db), cfg)
         out.append(ScoredCandidate(cand, a, b, ps, decide(ps.score, cfg)))
-    return ScoredCandidates(out, capped)
+    return ScoredCandidates(out, capped, exhaustive)
 
 
 def side_of(doc: IndexDocument) -> Side:
@@ -339,13 +378,17 @@ class DedupHandler:
     back for pairs without a link instead of scoring them again. Cleared at :data:`PAIR_SCORES_MAX`."""
 
     async def score_records(self, items: Sequence[tuple[str, IndexDocument]],
-                            seen: dict[str, IndexDocument] | None = None) -> list[Link]:
+                            seen: dict[str, IndexDocument] | None = None,
+                            exhaustive: set[str] | None = None) -> list[Link]:
         """Candidates of several records from the index (one lookup), scored; returns the links
-        ≥ the potential threshold. ``seen`` (optional) receives the candidate documents read."""
+        ≥ the potential threshold. ``seen`` (optional) receives the candidate documents read;
+        ``exhaustive`` (optional) the ids of the records whose lookup compared their whole scope."""
         links: list[Link] = []
         for (rid, doc), res in zip(items, await score_candidates_many(self.table, items, self.backend, self.options),
                                    strict=True):
             links += self._links_of(rid, doc, res)
+            if exhaustive is not None and res.exhaustive:
+                exhaustive.add(rid)
             if seen is not None:
                 for sc in res.scored:
                     seen.setdefault(sc.candidate.record_id, sc.candidate.document)
@@ -389,7 +432,8 @@ class DedupHandler:
         docs = await self.backend.get(self.table, [c.record_id for c in mine])
         items = [(c.record_id, docs[c.record_id]) for c in mine if c.record_id in docs]
         seen = dict(items)  # documents read before the lock; reused under it while their version holds
-        scored = await self.score_records(items, seen)
+        exhaustive: set[str] = set()
+        scored = await self.score_records(items, seen, exhaustive)
         result.counts["scored"] += len(items)
         ids = sorted({c.record_id for c in mine})
         # Pipeline mode: statements whose result is not read go out with the next one that is read
@@ -397,7 +441,7 @@ class DedupHandler:
         # flag writes with COMMIT), so a one-record batch makes about half the round trips.
         async with conn.pipeline(), conn.transaction():
             await conn.execute(query("dedup_lock"), {"table": self.table})
-            new_links, current = await self._revalidate(conn, ids, scored, seen)
+            new_links, current = await self._revalidate(conn, ids, scored, seen, exhaustive)
             new_links = await self._drop_dismissed(conn, new_links, current)
             cur = await conn.execute(query("delete_links_of"), {"table": self.table, "ids": ids})
             linked = {x.a for x in new_links} | {x.b for x in new_links}
@@ -417,13 +461,18 @@ class DedupHandler:
         return result
 
     async def _revalidate(self, conn: psycopg.AsyncConnection[Any], ids: list[str], scored: list[Link],
-                          seen: dict[str, IndexDocument]) -> tuple[list[Link], dict[str, IndexDocument]]:
+                          seen: dict[str, IndexDocument],
+                          exhaustive: set[str] | frozenset[str] = frozenset()) -> tuple[list[Link], dict[str, IndexDocument]]:
         """Under the lock: the batch's links, checked against the current index documents.
 
         * a freshly scored link whose two documents are unchanged is kept as is;
         * one whose partner changed since it was scored is re-scored; one to a deleted record goes;
-        * an existing link of a batch record that the (capped) candidate lookup did not return — a
-          link is a property of the pair, the other end may have made it — is re-scored too.
+        * an existing link of a batch record that the candidate lookup did not return — a link is a
+          property of the pair, the other end may have made it — is re-scored too, but only while
+          the pair is still a candidate pair (:func:`is_candidate_pair` from a batch end's side;
+          ``exhaustive``: the batch records whose lookup compared their whole scope). A link made
+          from older documents (a title that shared a word before an edit) then goes, as it would
+          in one pass over the table as it is now.
         Returns the links at or above the potential threshold, one per pair, and the current
         documents of their records (record id → document), which :meth:`_recluster` reuses: those in
         ``seen`` (read before the lock) whose version the index confirms under the lock, and the
@@ -440,6 +489,7 @@ class DedupHandler:
         if stale:
             current |= await self.backend.get(self.table, stale)
         cfg = self.options.scoring
+        batch = set(ids)
         out = []
         for a, b in sorted(pairs):
             da, db = current.get(a), current.get(b)
@@ -449,10 +499,19 @@ class DedupHandler:
             if link is not None and link.versions == (da.version, db.version):
                 out.append(link)
                 continue
+            if not self._still_candidates(a, b, da, db, batch, exhaustive):
+                continue
             link = self._score_link(a, b, da, db)
             if decide(link.score, cfg) is not None:
                 out.append(link)
         return out, current
+
+    def _still_candidates(self, a: str, b: str, da: IndexDocument, db: IndexDocument, batch: set[str],
+                          exhaustive: set[str] | frozenset[str]) -> bool:
+        """Whether the pair (``a``, ``b``) is a candidate pair from the side of either end in the
+        batch (:func:`is_candidate_pair`)."""
+        return any(is_candidate_pair(d, o, self.options, exhaustive=rid in exhaustive)
+                   for rid, d, o in ((a, da, db), (b, db, da)) if rid in batch)
 
     def _score_link(self, a: str, b: str, da: IndexDocument, db: IndexDocument) -> Link:
         """The pair (``a`` before ``b``) scored from its two documents, with their versions."""
