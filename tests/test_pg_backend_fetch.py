@@ -97,14 +97,22 @@ async def test_batched_lookups_equal_one_lookup_each(be: PostgresBackend) -> Non
                                    exclude_source=q.exclude_source) for q in queries]
         assert [[_key(c) for c in x] for x in many] == [[_key(c) for c in x] for x in one]
         assert any(x for x in many) and (limit == 100 or any(len(x) == limit for x in many))
-    members = await be.scope_members(T, queries, limit=30)
-    assert all(x is not None for x in members)
-    for q, found in zip(queries, members, strict=True):
-        assert found is not None
-        want = sorted(d.record_id for d in docs if d.scope == q.scope and d.record_id != q.exclude_id
-                      and (q.exclude_source is None or d.fields["source"] != q.exclude_source)
-                      and set(d.signature["tokens"]) & set(q.tokens))
-        assert [c.record_id for c in found] == want  # in record_id order, as PostgreSQL sorts them
+    # A member shares a title word with the lookup or at least min_match of its keys (the scope key aside).
+    only_by = {"word": 0, "keys": 0}
+    for min_match in (3, 2, 1):
+        members = await be.scope_members(T, queries, limit=30, min_match=min_match)
+        assert all(x is not None for x in members)
+        for q, found in zip(queries, members, strict=True):
+            assert found is not None
+            by_word = {d.record_id for d in docs if set(d.signature["tokens"]) & set(q.tokens)}
+            by_keys = {d.record_id for d in docs if len((set(d.keys) & set(q.keys)) - {SCOPE_KEY}) >= min_match}
+            want = sorted(d.record_id for d in docs if d.scope == q.scope and d.record_id != q.exclude_id
+                          and (q.exclude_source is None or d.fields["source"] != q.exclude_source)
+                          and d.record_id in by_word | by_keys)
+            assert [c.record_id for c in found] == want  # in record_id order, as PostgreSQL sorts them
+            only_by["word"] += len(set(want) - by_keys)
+            only_by["keys"] += len(set(want) - by_word)
+    assert only_by["word"] > 0 and only_by["keys"] > 0  # each rule lets in members the other does not
     same_scope = [(i, j) for i in range(12) for j in range(12) if i < j and queries[i].scope == queries[j].scope]
     shared = [(i, j) for i, j in same_scope
               if members[i] and members[j] and {c.record_id for c in members[i]} & {c.record_id for c in members[j]}]

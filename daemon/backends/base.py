@@ -231,14 +231,16 @@ class IndexBackend(Protocol):
         """
 
     async def scope_members(
-        self, table: str, queries: Sequence[CandidateQuery], *, limit: int,
+        self, table: str, queries: Sequence[CandidateQuery], *, limit: int, min_match: int = 1,
     ) -> list[list[Candidate] | None]:
         """Every document of each query's scope, for scopes of at most ``limit`` documents.
 
-        The documents holding :data:`SCOPE_KEY` in the query's ``scope`` (``keys`` is ignored), less
-        ``exclude_id``, those of source ``exclude_source`` and, when the query has ``tokens``, those
-        whose title tokens (``signature["tokens"]``) share none of them (a record whose title has no
-        word in common with another is no duplicate of it), in ``record_id`` order, each with
+        The documents holding :data:`SCOPE_KEY` in the query's ``scope``, less ``exclude_id``, those
+        of source ``exclude_source`` and, when the query has ``tokens``, those whose title tokens
+        (``signature["tokens"]``) share none of them and that share fewer than ``min_match`` of the
+        query's candidate ``keys`` (a record whose title has no word in common with another and
+        whose text shares no candidate key with it is no duplicate of it; one whose every title word
+        was retyped still shares its copied text's keys), in ``record_id`` order, each with
         ``matched`` 1; ``None`` for a query whose scope holds more than ``limit`` documents (its own
         included), found by counting at most ``limit + 1`` of them, so a large scope costs little.
 

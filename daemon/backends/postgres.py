@@ -340,7 +340,7 @@ class PostgresBackend:
         return out
 
     async def scope_members(self, table: str, queries: Sequence[CandidateQuery], *,
-                            limit: int) -> list[list[Candidate] | None]:
+                            limit: int, min_match: int = 1) -> list[list[Candidate] | None]:
         """Every document of each query's scope when it holds at most ``limit`` (see protocol), in one
         query (named ``scope_members``: an index-only count of at most ``limit + 1`` key rows per
         scope, then the members of the small ones). Each distinct member document comes once per
@@ -357,6 +357,7 @@ class PostgresBackend:
         if not queries:
             return out
         hashes = [next(iter(key_hashes(table, q.scope, [SCOPE_KEY]))) for q in queries]
+        lookups = [sorted(key_hashes(table, q.scope, lookup_keys(q.keys))) if q.tokens else [] for q in queries]
         try:
             async with self._pool.connection() as conn, self._cursor(conn) as cur:
                 await cur.execute(query("scope_members"), {
@@ -364,7 +365,9 @@ class PostgresBackend:
                     "limit": limit, "exclude_ids": [q.exclude_id for q in queries],
                     "exclude_sources": [q.exclude_source for q in queries],
                     "tok_qids": Int4Array([i for i, q in enumerate(queries) for _ in q.tokens]),
-                    "toks": [t for q in queries for t in q.tokens]})
+                    "toks": [t for q in queries for t in q.tokens],
+                    "key_qids": Int4Array([i for i, found in enumerate(lookups) for _ in found]),
+                    "lkeys": Int8Array([h for found in lookups for h in found]), "min_match": min_match})
                 rows = await cur.fetchall()
         except _TRANSIENT as e:
             raise TransientIndexError(str(e)) from e

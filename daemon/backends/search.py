@@ -299,7 +299,7 @@ class SearchBackend:
         return out
 
     async def scope_members(self, table: str, queries: Sequence[CandidateQuery], *,
-                            limit: int) -> list[list[Candidate] | None]:
+                            limit: int, min_match: int = 1) -> list[list[Candidate] | None]:
         """Every document of each query's scope when it holds at most ``limit`` (see protocol): one
         search per query for :data:`SCOPE_KEY` in its scope with ``size`` ``limit + 1`` (a fuller
         page means a larger scope), in ``_msearch`` round trips of at most ``msearch_size``; members
@@ -318,10 +318,11 @@ class SearchBackend:
                 if len(hits) > limit:
                     continue
                 docs = [B.document_from_hit(h) for h in hits]
-                toks = set(q.tokens)
+                toks, keys = set(q.tokens), set(lookup_keys(q.keys))
                 out[i] = sorted((Candidate(d.record_id, 1, d) for d in docs
                                  if d.record_id != q.exclude_id
-                                 and (not toks or not toks.isdisjoint(d.signature.get("tokens") or ()))
+                                 and (not toks or not toks.isdisjoint(d.signature.get("tokens") or ())
+                                      or len(keys.intersection(d.keys)) >= min_match)
                                  and (q.exclude_source is None or str(d.fields.get("source")) != q.exclude_source
                                       or d.fields.get("source") is None)),
                                 key=lambda c: c.record_id)

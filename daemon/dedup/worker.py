@@ -164,10 +164,10 @@ def is_candidate_pair(doc: IndexDocument, other: IndexDocument, options: DedupOp
         exhaustive: ``doc``'s lookup compared its whole scope (the scope was below
             ``exhaustive_below``).
     Returns:
-        True when both share the scope, are not left apart by ``cross_source_only``, and, with
-        ``exhaustive``, their titles share a word (or ``doc``'s title has none), without it, they
-        share at least ``min_match`` candidate keys (the scope key aside). The candidate cap is not
-        part of it (it depends on the other records): see docs/architecture.md.
+        True when both share the scope, are not left apart by ``cross_source_only``, and share at
+        least ``min_match`` candidate keys (the scope key aside) or, with ``exhaustive``, a title
+        word (or ``doc``'s title has none). The candidate cap is not part of it (it depends on the
+        other records): see docs/architecture.md.
     """
     if doc.scope != other.scope:
         return False
@@ -176,7 +176,8 @@ def is_candidate_pair(doc: IndexDocument, other: IndexDocument, options: DedupOp
         return False
     if exhaustive:
         tokens = doc.signature.get("tokens") or ()
-        return not tokens or not set(tokens).isdisjoint(other.signature.get("tokens") or ())
+        if not tokens or not set(tokens).isdisjoint(other.signature.get("tokens") or ()):
+            return True
     shared = set(doc.keys).intersection(other.keys)
     shared.discard(SCOPE_KEY)
     return len(shared) >= options.min_match
@@ -188,9 +189,11 @@ async def lookup_candidates(table: str, items: Sequence[tuple[str | None, IndexD
 
     * **exhaustive**: a document whose scope holds fewer than ``options.exhaustive_below``
       documents (its own included) gets every other document of the scope whose title shares a
-      word with its own (:meth:`~daemon.backends.base.IndexBackend.scope_members`; a title without
-      any word in common scores about 0 on the title, so such a pair cannot be flagged unless its
-      bodies or codes agree, and those share candidate keys), all scored;
+      word with its own or that shares at least ``options.min_match`` of its candidate keys
+      (:meth:`~daemon.backends.base.IndexBackend.scope_members`; a title without any word in
+      common scores about 0 on the title, so such a pair can only be flagged when its bodies or
+      codes agree — a repost whose every title word was retyped — and those share candidate
+      keys), all scored;
     * **blocking**: the others get the records sharing at least ``options.min_match`` candidate
       keys within the scope, best first, ``candidate_cap`` of them scored (``candidate_cap + 1``
       are asked for, so that a hit cap shows).
@@ -212,7 +215,7 @@ async def lookup_candidates(table: str, items: Sequence[tuple[str | None, IndexD
     if options.exhaustive_below > 1:
         members = await backend.scope_members(
             table, [replace(q, tokens=tuple(doc.signature.get("tokens") or ())) for q, (_, doc) in zip(queries, items)],
-            limit=options.exhaustive_below - 1)
+            limit=options.exhaustive_below - 1, min_match=options.min_match)
         for i, found in enumerate(members):
             if found is not None:
                 out[i] = (found, len(found), True)

@@ -112,7 +112,8 @@ WHERE d.table_name = %(table)s AND d.record_id IN (SELECT t.record_id FROM top t
 -- scope of the call, so a large scope costs limit + 1 matches once (the lookups of a global scope
 -- share one count); only a scope of n <= %(limit)s has its documents read, less the lookup's own
 -- record (exclude_ids), those of its excluded source (exclude_sources) and, when the lookup has title
--- tokens (toks of tok_qids), those whose title shares none of them.
+-- tokens (toks of tok_qids), those whose title shares none of them and that hold fewer than
+-- %(min_match)s of its hashed candidate keys (lkeys of key_qids).
 -- Two kinds of rows in one result, told apart by qid:
 --   * a membership (qid NOT NULL): qid, n, rn (the member's place in record_id order, from 1),
 --     record_id (one row per member, or one row with a NULL record_id for a lookup with none), then
@@ -122,8 +123,12 @@ WHERE d.table_name = %(table)s AND d.record_id IN (SELECT t.record_id FROM top t
 -- Rows come in no particular order; the caller orders each lookup's members by rn.
 WITH q AS (
     SELECT t.qid, t.key FROM unnest(%(qids)b::integer[], %(keys)b::bigint[]) AS t(qid, key)
-), t AS (
-    SELECT u.qid, u.tok FROM unnest(%(tok_qids)b::integer[], %(toks)b::text[]) AS u(qid, tok)
+), t AS (  -- each lookup's title tokens, and its hashed candidate keys, as one array per lookup
+    SELECT u.qid, array_agg(u.tok) AS toks FROM unnest(%(tok_qids)b::integer[], %(toks)b::text[]) AS u(qid, tok)
+    GROUP BY u.qid
+), lk AS (
+    SELECT u.qid, array_agg(u.key) AS keys
+    FROM unnest(%(key_qids)b::integer[], %(lkeys)b::bigint[]) AS u(qid, key) GROUP BY u.qid
 ), counted AS MATERIALIZED (
     SELECT k.key,
            (SELECT count(*) FROM (SELECT 1 FROM nearsync.documents c
@@ -132,15 +137,19 @@ WITH q AS (
                                   LIMIT %(limit)s + 1) AS x)::integer AS n
     FROM (SELECT DISTINCT key FROM q) AS k
 ), sized AS (
-    SELECT q.qid, q.key, c.n FROM q JOIN counted c USING (key)
+    SELECT q.qid, q.key, c.n, t.toks, lk.keys AS lkeys
+    FROM q JOIN counted c USING (key) LEFT JOIN t ON t.qid = q.qid LEFT JOIN lk ON lk.qid = q.qid
 ), members AS (
     SELECT s.qid, d.record_id
     FROM sized s
     JOIN nearsync.documents d ON d.table_name = %(table)s AND d.key_hashes @> ARRAY[s.key] AND NOT d.deleted
     WHERE s.n <= %(limit)s
       AND d.record_id IS DISTINCT FROM (%(exclude_ids)s::text[])[s.qid + 1]
-      AND (NOT EXISTS (SELECT 1 FROM t WHERE t.qid = s.qid)
-           OR EXISTS (SELECT 1 FROM t WHERE t.qid = s.qid AND (d.signature -> 'tokens') ? t.tok))
+      AND (s.toks IS NULL
+           OR (d.signature -> 'tokens') ?| s.toks
+           OR (s.lkeys && d.key_hashes
+               AND (%(min_match)s = 1
+                    OR (SELECT count(*) FROM unnest(s.lkeys) AS k WHERE k = ANY(d.key_hashes)) >= %(min_match)s)))
       AND ((%(exclude_sources)s::text[])[s.qid + 1] IS NULL
            OR d.fields ->> 'source' IS DISTINCT FROM (%(exclude_sources)s::text[])[s.qid + 1])
 ), listed AS MATERIALIZED (
