@@ -409,3 +409,20 @@ def score_matrix(
         fb, sb = records[b]
         out[(a, b)] = score_pair(fa, sa, fb, sb, cfg)
     return out
+
+
+def evidence_against(a: Side, b: Side, cfg: ScoringConfig) -> bool:
+    """Whether a pair has evidence against a match: a field of a negative metric (``exact`` model
+    numbers, phones or e-mails that are disjoint; ``numbers``, ``colours``, ``variants``,
+    ``price_gap`` conflicts) compared at similarity 0, counted both ways (a positive-only field's 0
+    is no evidence). Only those fields are compared, so this costs less than :func:`score_sides`.
+
+    Args:
+        a, b: the two prepared records. cfg: the scoring configuration.
+    Returns:
+        True when such a field is 0 for the pair; symmetric in (a, b).
+    """
+    for spec, compare, positive, negative_metric in _compiled(cfg):
+        if negative_metric and not positive and compare(a, b) == 0.0:
+            return True
+    return False
