@@ -572,15 +572,15 @@ def variants_conflict(a: Any, b: Any) -> float | None:
     if not a or not b:
         return None
     (ca, wa), (cb, wb) = _variant_parts(str(a)), _variant_parts(str(b))
-    if not ca or not cb:
-        return None
-    only_a = [x for x in ca if not any(_same_code(x, y) for y in cb)]
-    if not only_a:
-        return None
-    only_b = [y for y in cb if not any(_same_code(x, y) for x in ca)]
-    if not only_b:
+    if not ca or not cb or ca == cb:  # equal code sets: every code matches itself
         return None
     if not wa or not wb or len(wa & wb) < OTHERWISE_EQUAL * min(len(wa), len(wb)):
+        return None
+    only_a = [x for x in ca - cb if not any(_same_code(x, y) for y in cb)]
+    if not only_a:
+        return None
+    only_b = [y for y in cb - ca if not any(_same_code(x, y) for x in ca)]
+    if not only_b:
         return None
     for x in only_a:
         x_digits = any(c.isdigit() for c in x)
