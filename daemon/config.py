@@ -50,12 +50,12 @@ FIELD_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 letters, digits and ``_``, starting with a letter, at most 40 characters (safe as a JSON key, a metric
 label and an HTTP field name)."""
 RESERVED_FIELD_NAMES = frozenset({
-    "id", "models", "phones", "emails", "numbers", "colours", "price_gap", "location",
+    "id", "models", "phones", "emails", "numbers", "colours", "variants", "price_gap", "location",
     "v", "params", "simhash", "minhash", "bottomk", "bands", "blocks", "geo", "super", "tokens", "text",
 })
 """Names a mapped field may not take: ``id`` (the check API's record id), the scorer's own fields
 that do not read a column (``models``, ``phones``, ``emails``, ``numbers``, ``colours``,
-``price_gap``, ``location``: see :data:`daemon.scoring.config.DEFAULT_FIELDS`) and the keys of a
+``variants``, ``price_gap``, ``location``: see :data:`daemon.scoring.config.DEFAULT_FIELDS`) and the keys of a
 signature document (``exact`` reads ``sig[name]`` when it is a list, so a field named ``tokens``
 would silently compare the signature's tokens instead of the column)."""
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,62}$")

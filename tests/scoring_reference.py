@@ -97,6 +97,8 @@ def field_similarity(
         return m.numbers_conflict(a_fields.get("title"), b_fields.get("title"))
     if spec.metric == "colours":
         return m.colours_conflict(a_fields.get("title"), b_fields.get("title"))
+    if spec.metric == "variants":
+        return m.variants_conflict(a_fields.get("title"), b_fields.get("title"))
     if spec.metric == "price_gap":
         return m.price_conflict(a_fields.get("price"), b_fields.get("price"), p["gap"])
     raise ValueError(f"unknown metric {spec.metric!r}")

@@ -156,3 +156,38 @@ def test_a_component_beyond_the_exact_limit_is_split_without_scoring_pairs() -> 
     small = average_link_clusters([(i, i + 1, 95.0) for i in range(10)], order, score, threshold=70,
                                   strict_threshold=90)
     assert calls and all(len(c.members) == 2 for c in small)
+
+
+def test_records_with_evidence_against_each_other_are_never_one_cluster() -> None:
+    """A generic title (a shop lists the model twice without its code) fits two colours of one line;
+    the two colours have evidence against each other (model numbers, colours), so the generic
+    listings join one of them and the other stays out, instead of all four becoming one cluster."""
+    from daemon.dedup.clusters import average_link_clusters
+    from daemon.profiles import PROFILES
+    from daemon.scoring import ScoringConfig, Side, evidence_against, score_sides
+    from daemon.signatures import compute_signature
+
+    cfg = ScoringConfig.from_mapping(PROFILES["products"]["dedup"])
+    titles = {1: "LG 2.0 Cu. Ft. Over-The-Range White Microwave Oven - LMVM2085WH",
+              2: "LG 2.0 Cu. Ft. Over-The-Range Black Microwave Oven - LMVM2085BK",
+              3: "LG 2.0 cu.ft. Over the Range Microwave Oven", 4: "LG 2.0 cu.ft. Over the Range Microwave Oven"}
+    sides = {}
+    for i, t in titles.items():
+        f = {"title": t}
+        sides[i] = Side(f, compute_signature(f).to_document())
+
+    def score(a: int, b: int) -> float:
+        return score_sides(sides[a], sides[b], cfg).score
+
+    links = [(a, b, score(a, b)) for a, b in itertools.combinations(titles, 2) if score(a, b) >= cfg.potential_threshold]
+    assert {(a, b) for a, b, _ in links} == {(1, 3), (1, 4), (2, 3), (2, 4), (3, 4)}  # generic <-> both colours
+    # average linkage alone: {3, 4} + 1 at 100, then 2 at (100 + 100 + score(1, 2)) / 3 >= 70
+    assert (200 + score(1, 2)) / 3 >= cfg.potential_threshold
+    assert evidence_against(sides[1], sides[2], cfg) and not evidence_against(sides[1], sides[3], cfg)
+    kw = {"threshold": cfg.potential_threshold, "strict_threshold": cfg.duplicate_threshold}
+    assert [c.members for c in average_link_clusters(links, order, score, **kw)] == [(1, 2, 3, 4)]
+    apart = lambda a, b: evidence_against(sides[a], sides[b], cfg)  # noqa: E731
+    (cl,) = average_link_clusters(links, order, score, apart=apart, **kw)
+    assert cl.members in ((1, 3, 4), (2, 3, 4))
+    # the result depends on the data only, not on the order of the links
+    assert average_link_clusters(links[::-1], order, score, apart=apart, **kw) == [cl]

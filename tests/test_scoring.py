@@ -385,3 +385,32 @@ def test_prefix_matching_by_sets_equals_the_walk() -> None:
         ys = frozenset(code() for _ in range(rng.randint(0, 4)))
         x, min_len = code(), rng.randint(1, 5)
         assert m._matches_set(x, ys, min_len) == matches_walk(x, ys, min_len), (x, ys, min_len)
+
+
+def test_codes_without_digits_or_too_short_tell_a_line_s_items_apart() -> None:
+    """variants_conflict: otherwise equal titles with codes the model-number rule does not see."""
+    stand = "Sanus Euro Foundations Satellite Speaker Stand - {}"
+    # a seller's two finishes of one stand: capitals without digits, a different last letter
+    ps = _pair({"title": stand.format("EFSATB"), "price": 99}, {"title": stand.format("EFSATS"), "price": 99})
+    assert ps.reasons["variants"]["similarity"] == 0 and "different code (EFSATB / EFSATS)" in ps.summary(6)
+    assert decide(ps.score, CFG) is None
+    assert m.variants_conflict("Sony LCS-CSQ/B Black Soft Carrying Case - LCSCSQB",
+                               "Sony LCS-CSJ Black Soft Carrying Case - LCSCSJ") == 0.0
+    assert m.variants_conflict("Speck SeeThru Pink Hard Shell Case For 15' MacBook - MB15PNKSEEV2",
+                               "Speck SeeThru Pink Hard Shell Case For MacBook Air - MBAPNKSEE") == 0.0
+    # a code of three characters is a code too (too short for a model number)
+    camera = "Canon PowerShot Black 14.7 Megapixel Digital Camera - {}"
+    assert m.variants_conflict(camera.format("G10"), camera.format("SD990ISB")) == 0.0
+    # the same code mistyped (a doubled letter, two neighbours swapped) or cut is one item
+    assert m.variants_conflict(stand.format("EFSATS"), "Sanus Euro Founddations Speaker Satellite Stand - EFSSATS") is None
+    assert m.variants_conflict(stand.format("EFSATS"), stand.format("EFSTAS")) is None
+    assert m.variants_conflict(stand.format("EFSAT"), stand.format("EFSATS")) is None
+    assert decide(_pair({"title": stand.format("EFSATS")}, {"title": stand.format("EFSTAS")}).score, CFG) is not None
+    # capitalised names are no codes when they share no series letters, nor when the title is all capitals
+    assert m.variants_conflict("Panasonic VIERA 42' Plasma HDTV - TH42PZ80U", "Panasonic DUETS 42' Plasma HDTV - TH42PZ80U") is None
+    assert m.variants_conflict("SANUS EURO FOUNDATIONS STAND EFSATB", "SANUS EURO FOUNDATIONS STAND EFSATS") is None
+    # four capitals are an abbreviation (HDMI, HDTV), not a code; a code in one title only is no evidence
+    assert m.variants_conflict("Sony 40' LCD HDTV", "Sony 40' LCD HDMI") is None
+    assert m.variants_conflict(stand.format("EFSATB"), "Sanus Euro Foundations Satellite Speaker Stand") is None
+    # titles worded apart are not otherwise equal: no evidence
+    assert m.variants_conflict(stand.format("EFSATB"), "Sanus Black Floor Stand For Bookshelf Speakers - EFSATS") is None

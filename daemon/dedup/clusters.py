@@ -295,6 +295,7 @@ def average_link_clusters(
     threshold: float,
     strict_threshold: float,
     max_size: int = 50,
+    apart: Callable[[Hashable, Hashable], bool] | None = None,
 ) -> list[Cluster]:
     """Average-link agglomerative clustering of linked records (UPGMA, Sokal & Michener 1958).
 
@@ -307,6 +308,13 @@ def average_link_clusters(
     group it resembles as a whole, and a chain a-b-c whose a-c is weak does not become one cluster.
     Ties are broken by the groups' earliest members' order keys, so the result depends only on the
     links and scores, not on their order.
+
+    Records with evidence against each other are never put in one group (a cannot-link constraint,
+    Wagstaff et al. 2001): two groups do not merge when a cross pair scores below ``threshold`` and
+    ``apart`` says it has evidence against (two different model numbers, colours or codes). A record
+    whose title fits two items of a line equally (a generic or shortened title, ``LG 2.0 cu.ft. Over
+    the Range Microwave``) then joins one of them, instead of the average of its strong links pulling
+    the line's other items into one cluster.
 
     Cost: edges are grouped by component in one pass, each record's order key is computed once
     (keys are expected to be distinct, as ``order_key``'s are: they end with the id), and the cross
@@ -322,6 +330,9 @@ def average_link_clusters(
             A component larger than :data:`AVERAGE_LINK_EXACT_LIMIT` is split by Leiden instead.
         threshold, strict_threshold: the mean score (0-100) a merge needs (see above).
         max_size: largest cluster made (>= 2).
+        apart: ``apart(a, b)`` -> True when the pair has evidence against a match (see above),
+            called only for cross pairs below ``threshold`` of a merge that would otherwise happen;
+            None: no such constraint.
     Returns:
         Clusters of >= 2 members as :class:`Cluster`, sorted by the original's order key.
     """
@@ -331,7 +342,7 @@ def average_link_clusters(
         if len(nodes) > AVERAGE_LINK_EXACT_LIMIT:
             clusters += _split_clusters(nodes, sub, keys, max_size, 0.3, 1.0, 42)
             continue
-        for members in _average_link(nodes, sub, keys, score, threshold, strict_threshold, max_size):
+        for members in _average_link(nodes, sub, keys, score, threshold, strict_threshold, max_size, apart):
             if len(members) >= 2:
                 clusters.append(Cluster(id=cluster_id(members[0]), original=members[0], members=tuple(members)))
     clusters.sort(key=lambda c: keys[c.original])
@@ -357,6 +368,7 @@ def _largest(bound: float, v: float) -> float:
 def _average_link(
     nodes: list[Hashable], edges: Mapping[frozenset, float], keys: Mapping[Hashable, Any],
     score: Callable[[Hashable, Hashable], float] | None, threshold: float, strict_threshold: float, max_size: int,
+    apart: Callable[[Hashable, Hashable], bool] | None = None,
 ) -> list[list[Hashable]]:
     """UPGMA (Sokal & Michener 1958) on one connected component, as :func:`average_link_clusters` describes.
 
@@ -374,7 +386,9 @@ def _average_link(
     Args:
         nodes: the component's records. edges: its links, ``{frozenset((a, b)): score}``.
         keys: record id -> order key (distinct keys: ``order_key`` ends with the id).
-        score, threshold, strict_threshold, max_size: as in :func:`average_link_clusters`.
+        score, threshold, strict_threshold, max_size, apart: as in :func:`average_link_clusters`. A
+            pair of groups found apart is dropped for good, as one too large to merge (groups only
+            grow, and the pair that forbids the merge stays across them).
     Returns:
         The groups (every record in one), members in order-key order.
     """
@@ -396,6 +410,27 @@ def _average_link(
             worst = _largest(worst, v)
         return v
 
+    apart_memo: dict[frozenset, bool] = {}
+
+    def kept_apart(g: Hashable, h: Hashable) -> bool:
+        """Whether a cross pair of groups g, h scores below the threshold with evidence against."""
+        if apart is None:
+            return False
+        for a in groups[g]:
+            for b in groups[h]:
+                if pair(a, b) >= threshold:
+                    continue
+                e = frozenset((a, b))
+                v = apart_memo.get(e)
+                if v is None:
+                    x, y = (a, b) if keys[a] <= keys[b] else (b, a)
+                    v = apart_memo[e] = bool(apart(x, y))
+                if v:
+                    return True
+        return False
+
+    blocked: set[frozenset] = set()  # pairs of groups (by representative) that must not merge
+
     def plain_mean(g: Hashable, h: Hashable) -> float:
         """The mean of groups g, h (g earlier) summed left to right in order-key order."""
         A, B = groups[g], groups[h]
@@ -412,6 +447,7 @@ def _average_link(
     while True:
         # every candidate merge: its order (g earlier), its mean and whether that is exact
         passing: list[tuple[float, float, Hashable, Hashable, bool]] = []  # (low, high, g, h, exact)
+        newly_apart: list[tuple[Hashable, Hashable]] = []
         for g, around in sums.items():
             ng = len(groups[g])
             kg = keys[g]
@@ -426,11 +462,20 @@ def _average_link(
                 if mean + slack < need:
                     continue
                 if mean - slack >= need:
-                    passing.append((mean - slack, mean + slack, g, h, False))
+                    candidate = (mean - slack, mean + slack, g, h, False)
                 else:  # too close to call: decide on the plain sum
                     mean = plain_mean(g, h)
-                    if mean >= need:
-                        passing.append((mean, mean, g, h, True))
+                    if mean < need:
+                        continue
+                    candidate = (mean, mean, g, h, True)
+                if kept_apart(g, h):
+                    newly_apart.append((g, h))
+                else:
+                    passing.append(candidate)
+        for g, h in newly_apart:
+            blocked.add(frozenset((g, h)))
+            sums[g].pop(h, None)
+            sums[h].pop(g, None)
         if not passing:
             break
         floor = max(p[0] for p in passing)
@@ -455,6 +500,9 @@ def _average_link(
             sums[c].pop(gone, None)
             C = groups[c]
             if len(merged) + len(C) > max_size:
+                continue
+            if frozenset((keep, c)) in blocked or frozenset((gone, c)) in blocked:
+                blocked.add(frozenset((keep, c)))
                 continue
             # a side without a link to C was never summed: sum it now (its pairs are all unlinked)
             sa = around_a.get(c)

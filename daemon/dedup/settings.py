@@ -50,7 +50,7 @@ class DedupOptions:
 VALUE_METRICS = ("token_set", "levenshtein", "jaro_winkler", "exact", "price", "numeric", "date")
 """Metrics that read the value of the field they are named after (``fields[name]``); the others
 read the signature or fixed roles (``jaccard``, ``simhash``, ``geo``, ``numbers``, ``colours``,
-``price_gap``), so their field name is only a label."""
+``variants``, ``price_gap``), so their field name is only a label."""
 
 
 def typed_fields(settings: Settings) -> dict[str, str]:

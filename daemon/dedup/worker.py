@@ -14,7 +14,8 @@ record there, in its acknowledging transaction):
 4. in one transaction under a per-table advisory lock, the record's links (pairs scoring at least
    ``potential_threshold``) are replaced, and the connected component(s) around it — old and new —
    are re-clustered (:func:`daemon.dedup.clusters.average_link_clusters`: a record joins a group only
-   when its mean score to the whole group reaches the potential threshold; or, with
+   when its mean score to the whole group reaches the potential threshold, and never beside a record
+   it has evidence against, :func:`daemon.scoring.evidence_against`; or, with
    ``cluster.method = "leiden"``, :func:`~daemon.dedup.clusters.build_clusters`). Every non-original
    member gets a flag pointing at its cluster's original
    (earliest ``created_at``, then id); members no longer linked lose theirs.
@@ -44,7 +45,7 @@ from daemon.dedup.settings import DedupOptions
 from daemon.logs import get_logger
 from daemon.capture.loop import BatchResult
 from daemon.db.queries import query
-from daemon.scoring import PairScore, Side, decide, score_sides
+from daemon.scoring import PairScore, Side, decide, evidence_against, score_sides
 from daemon.capture.queue import Claimed
 
 log = get_logger("nearsync.dedup")
@@ -636,9 +637,14 @@ class DedupHandler:
                 link = scored[(x, y)] = self._score_link(x, y, docs[x], docs[y])
                 return link.score
 
+            def apart(a: str, b: str) -> bool:
+                """A pair below the link threshold with evidence against a match: never one cluster."""
+                return a in docs and b in docs and evidence_against(side_of(docs[a]), side_of(docs[b]), cfg)
+
             clusters = average_link_clusters([(x.a, x.b, x.score) for x in links], order, pair_score,
                                              threshold=cfg.potential_threshold,
-                                             strict_threshold=cfg.duplicate_threshold, max_size=cfg.cluster.max_size)
+                                             strict_threshold=cfg.duplicate_threshold, max_size=cfg.cluster.max_size,
+                                             apart=apart)
         else:
             clusters = build_clusters([(x.a, x.b, x.score) for x in links], order,
                                       max_size=cfg.cluster.max_size, min_density=cfg.cluster.min_density,

@@ -2,18 +2,20 @@
 
 Public API: :class:`ScoringConfig` (``from_mapping``), :func:`score_pair` -> :class:`PairScore`,
 :class:`Side` and :func:`score_sides` (the same on records prepared once),
-:func:`score_matrix`, :func:`decide`, and the per-field metrics in :mod:`daemon.scoring.metrics`.
+:func:`score_matrix`, :func:`evidence_against` (a pair's evidence against a match), :func:`decide`, and the per-field metrics in :mod:`daemon.scoring.metrics`.
 
 May import: :mod:`daemon.signatures` (sketch comparisons), rapidfuzz, numpy and :mod:`daemon.errors`;
 nothing with I/O (``.importlinter``).
 """
 
-from daemon.scoring.combine import PairScore, field_similarity, score_matrix, score_pair, score_sides, side_similarity
+from daemon.scoring.combine import (
+    PairScore, evidence_against, field_similarity, score_matrix, score_pair, score_sides, side_similarity,
+)
 from daemon.scoring.config import ClusterConfig, FieldSpec, ScoringConfig
 from daemon.scoring.decision import Decision, decide
 from daemon.scoring.side import Side
 
 __all__ = [
     "ClusterConfig", "Decision", "FieldSpec", "PairScore", "ScoringConfig", "Side",
-    "decide", "field_similarity", "score_matrix", "score_pair", "score_sides", "side_similarity",
+    "decide", "evidence_against", "field_similarity", "score_matrix", "score_pair", "score_sides", "side_similarity",
 ]

@@ -25,7 +25,7 @@ from daemon.scoring import numbers as num
 from daemon.scoring.config import FieldSpec, ScoringConfig
 from daemon.scoring.side import Side
 
-_NEGATIVE_METRICS = ("exact", "numbers", "colours", "price_gap")
+_NEGATIVE_METRICS = ("exact", "numbers", "colours", "variants", "price_gap")
 """Metrics whose 0 is evidence against a match: with ``strong_negative_cap`` it forbids auto-rejection."""
 _LABELS = {"models": "model number", "phones": "phone", "emails": "e-mail", "body": "text"}
 
@@ -231,6 +231,8 @@ def comparator(spec: FieldSpec) -> Comparator:
         return lambda a, b: m.numbers_conflict(a.fields.get("title"), b.fields.get("title"))
     if metric == "colours":
         return lambda a, b: m.colours_conflict(a.fields.get("title"), b.fields.get("title"))
+    if metric == "variants":
+        return lambda a, b: m.variants_conflict(a.fields.get("title"), b.fields.get("title"))
     if metric == "geo":
         lat_key, lon_key, radius_m = p["lat_key"], p["lon_key"], p["radius_m"]
 
@@ -284,6 +286,9 @@ def _detail(spec: FieldSpec, sim: float, a_fields: Mapping[str, Any], b_fields: 
         ca = m.COLOURS & _title_words(a_fields)
         cb = m.COLOURS & _title_words(b_fields)
         return f"different colour ({' '.join(sorted(ca - cb)[:2])} / {' '.join(sorted(cb - ca)[:2])})"
+    if spec.metric == "variants":
+        ca, cb = m._variant_parts(str(a_fields["title"]))[0], m._variant_parts(str(b_fields["title"]))[0]
+        return f"different code ({' '.join(sorted(ca - cb)[:2]).upper()} / {' '.join(sorted(cb - ca)[:2]).upper()})"
     if spec.metric == "price_gap":
         a, b = float(a_fields["price"]), float(b_fields["price"])
         return f"price gap {max(a, b) / min(a, b):.1f}x" if min(a, b) > 0 else "price gap"
@@ -404,3 +409,20 @@ def score_matrix(
         fb, sb = records[b]
         out[(a, b)] = score_pair(fa, sa, fb, sb, cfg)
     return out
+
+
+def evidence_against(a: Side, b: Side, cfg: ScoringConfig) -> bool:
+    """Whether a pair has evidence against a match: a field of a negative metric (``exact`` model
+    numbers, phones or e-mails that are disjoint; ``numbers``, ``colours``, ``variants``,
+    ``price_gap`` conflicts) compared at similarity 0, counted both ways (a positive-only field's 0
+    is no evidence). Only those fields are compared, so this costs less than :func:`score_sides`.
+
+    Args:
+        a, b: the two prepared records. cfg: the scoring configuration.
+    Returns:
+        True when such a field is 0 for the pair; symmetric in (a, b).
+    """
+    for spec, compare, positive, negative_metric in _compiled(cfg):
+        if negative_metric and not positive and compare(a, b) == 0.0:
+            return True
+    return False

@@ -61,6 +61,9 @@ METRIC_PARAMS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
         "numbers": MappingProxyType({}),
         # Evidence against only: the titles name different colours (metrics.colours_conflict).
         "colours": MappingProxyType({}),
+        # Evidence against only: otherwise equal titles name different codes the model-number rule
+        # does not see (digit-less capitals, 3-character codes; metrics.variants_conflict).
+        "variants": MappingProxyType({}),
         # Evidence against only: the prices differ by `gap` or more (relative; metrics.price_conflict).
         "price_gap": MappingProxyType({"gap": 0.5}),
         # A number field (a year, a count, a size): max(0, 1 - d / tolerance), d = |a - b| in the
@@ -102,6 +105,9 @@ EVIDENCE = ("both", "positive")
 #:   ``120GB`` / ``16GB``, ``Passport 8500`` / ``9500ci``): a product line's other item;
 #: * ``colours`` (3.0): otherwise equal titles name different colours (``Black`` / ``Red``): a
 #:   colour is part of the item, nearly as telling as a model number;
+#: * ``variants`` (3.0): otherwise equal titles name different codes that are no model numbers
+#:   (``EFSATB`` / ``EFSATS`` without digits, ``G10`` / ``SX10IS`` too short): the code is the item,
+#:   as telling as a colour;
 #: * ``price_gap`` (2.0): one price at most half the other: not the same item at the same terms.
 #:
 #: With title 0.95 and body 0.5 alike, one such conflict takes a pair from 84 to about 56 (not
@@ -115,6 +121,7 @@ DEFAULT_FIELDS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
         },
         "numbers": {"metric": "numbers", "weight": 2.0},
         "colours": {"metric": "colours", "weight": 3.0},
+        "variants": {"metric": "variants", "weight": 3.0},
         "price_gap": {"metric": "price_gap", "weight": 2.0, "gap": 0.5},
         "body": {"metric": "jaccard", "weight": 1.0},
         "phones": {"metric": "exact", "weight": 1.5},

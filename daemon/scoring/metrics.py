@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from rapidfuzz import fuzz
-from rapidfuzz.distance import JaroWinkler, Levenshtein
+from rapidfuzz.distance import OSA, JaroWinkler, Levenshtein
 from rapidfuzz.utils import default_process
 
 from daemon.signatures import (
@@ -479,6 +479,120 @@ def colours_conflict(a: Any, b: Any) -> float | None:
     if not pa or not pb or len(pa & pb) < OTHERWISE_EQUAL * min(len(pa), len(pb)):
         return None
     return 0.0
+
+
+MIN_CAPS_CODE = 5
+"""Fewest letters of a digit-less code written in capitals (``EFSATB``, ``LCSCSJ``): shorter
+capitalised words are mostly abbreviations of a technology that titles of different items share
+(``HDTV``, ``HDMI``, ``DECT``, ``SATA``, ``USB``), not a maker's code."""
+MIN_SHORT_CODE = 3
+"""Fewest characters of a letters-and-digits code seen by :func:`variants_conflict` (``G10``): model
+numbers of 4 or more are the ``models`` field's (:func:`title_models`); 3-character ones (``G10``,
+``S90``) are a maker's codes too, but too short to be candidate keys."""
+MIN_SERIES_PREFIX = 2
+"""Leading characters two codes must share when one has no digit for their difference to count: a
+maker's variants of one line keep its series letters (``EFSATB`` / ``EFSATS``, ``LCSCSQB`` /
+``LCSCSJ``, ``MB15PNKSEEV2`` / ``MBAPNKSEE``), while two capitalised names that happen to sit in
+otherwise equal titles (a line name ``VIERA`` / ``DUET``, ``BRAVIA`` / ``HDTV``) share none."""
+_SPLIT_CODE = re.compile(r"[-./]")
+_EDGE_PUNCT = "\"'`()[]{},;:!?*#&+=<>|"
+
+
+@lru_cache(maxsize=65_536)
+def _variant_parts(title: str) -> tuple[frozenset[str], frozenset[str]]:
+    """``(codes, words)`` of a raw title for :func:`variants_conflict`.
+
+    Codes (lower-cased, ``-./`` removed): tokens mixing letters and digits of at least
+    :data:`MIN_SHORT_CODE` characters that are not quantities (:func:`is_quantity`: ``40in``,
+    ``1080p``), and -- only in a title that also has lower-case letters, where capitals mark a code
+    -- tokens of :data:`MIN_CAPS_CODE` or more capital letters that are not colour words. Words: the
+    other tokens without digits, lower-cased, split at ``-./``, single letters left out (as
+    :func:`colours_conflict` compares them).
+    """
+    mixed_case = any(c.islower() for c in title)
+    codes: set[str] = set()
+    plain: set[str] = set()
+    for raw in title.split():
+        tok = raw.strip(_EDGE_PUNCT)
+        joined = _SPLIT_CODE.sub("", tok)
+        if not joined.isalnum():
+            continue
+        low = joined.casefold()
+        has_digit = any(c.isdigit() for c in joined)
+        if has_digit:
+            if not joined.isdigit() and len(joined) >= MIN_SHORT_CODE and not is_quantity(low):
+                codes.add(low)
+            continue
+        if mixed_case and joined.isupper() and len(joined) >= MIN_CAPS_CODE and low not in COLOURS:
+            codes.add(low)
+            continue
+        plain.update(x.casefold() for x in _SPLIT_CODE.split(tok) if len(x) > 1)
+    return frozenset(codes), frozenset(plain)
+
+
+def _same_code(x: str, y: str) -> bool:
+    """Whether two title codes name one item: equal, one a prefix of the other of at least
+    4 characters (a shop's suffix, ``FS105`` / ``FS105NA``: the ``models`` field's
+    partial rule decides how much that counts), or one mistyped (:func:`_mistyped`)."""
+    if x == y:
+        return True
+    if min(len(x), len(y)) >= 4 and (x.startswith(y) or y.startswith(x)):
+        return True
+    return _mistyped(x, y)
+
+
+def _mistyped(x: str, y: str) -> bool:
+    """One slip of the keyboard (two neighbours swapped, one character dropped, doubled or struck
+    wrong: optimal string alignment distance 1; Damerau 1964) that keeps the last character. A
+    variant suffix changes the last character (``EFSATB`` / ``EFSATS``, a colour or finish letter);
+    a typo in the middle of a code (``EFSATS`` / ``EFSSATS``) keeps it."""
+    return x[-1:] == y[-1:] and OSA.distance(x, y, score_cutoff=1) <= 1
+
+
+def variants_conflict(a: Any, b: Any) -> float | None:
+    """Evidence against a match from the codes of two otherwise equal titles that the ``models``
+    field does not see: a digit-less code in capitals (``EFSATB`` / ``EFSATS``, ``LCSCSQB`` /
+    ``LCSCSJ``, ``MBAPNKSEE`` / ``MB15PNKSEEV2``) or a letters-and-digits code shorter than a
+    model number (``G10`` / ``SX10IS``).
+
+    A seller's items of one line, and a shop's colour or size variants, carry equal titles apart
+    from their codes; the code is the item. So when the titles are otherwise equal
+    (:data:`OTHERWISE_EQUAL` of the shorter title's words) and each has a code the other lacks
+    (neither equal, a prefix variant of 4 characters or more, nor a typo of the other:
+    :func:`_same_code`), and one such pair of codes is outside the ``models`` field's view (one
+    code without digits, or shorter than 4) -- with a digit-less code the two sharing their first
+    :data:`MIN_SERIES_PREFIX` characters, as a line's variants do -- the two are different items.
+    A code in one title only is no evidence (a shortened title, a code left out).
+
+    Args:
+        a, b: raw titles (None or blank means missing); the case matters (capitals mark a code).
+    Returns:
+        0.0 on a conflict, else None (no evidence: the field is skipped).
+    """
+    if not a or not b:
+        return None
+    (ca, wa), (cb, wb) = _variant_parts(str(a)), _variant_parts(str(b))
+    if not ca or not cb or ca == cb:  # equal code sets: every code matches itself
+        return None
+    if not wa or not wb or len(wa & wb) < OTHERWISE_EQUAL * min(len(wa), len(wb)):
+        return None
+    only_a = [x for x in ca - cb if not any(_same_code(x, y) for y in cb)]
+    if not only_a:
+        return None
+    only_b = [y for y in cb - ca if not any(_same_code(x, y) for x in ca)]
+    if not only_b:
+        return None
+    for x in only_a:
+        x_digits = any(c.isdigit() for c in x)
+        for y in only_b:
+            y_digits = any(c.isdigit() for c in y)
+            if x_digits and y_digits:
+                if min(len(x), len(y)) >= 4:
+                    continue  # two model numbers: the ``models`` field decides
+                return 0.0
+            if len(os.path.commonprefix((x, y))) >= MIN_SERIES_PREFIX:
+                return 0.0
+    return None
 
 
 @lru_cache(maxsize=65_536)
