@@ -43,7 +43,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import psycopg
@@ -91,16 +91,19 @@ class SearchTarget:
     documents and never meets the external versions or tombstones of the run before.
     """
 
-    def __init__(self, url: str | None, tmp: Path) -> None:
-        self.url, self.tmp, self.alias = url, tmp, ""
+    def __init__(self, url: str | None, tmp: Path, options: Sequence[str] = ()) -> None:
+        self.url, self.tmp, self.alias, self.options = url, tmp, "", list(options)
         self._n = itertools.count(1)
+        self.pid = osmem_pid() if url else None
+        """The osmem-server this bench started (its CPU is reported per row), else None."""
 
     def config(self, signatures: bool) -> list[str]:
         """``--config FILE`` arguments for one daemon run (a new alias on a search server)."""
         lines = [] if signatures else ["[signatures]", "enabled = false"]
         if self.url:
             self.alias = f"bench_cdc_{next(self._n)}"
-            lines += ["[index]", 'backend = "opensearch"', f'url = "{self.url}"', f'index = "{self.alias}"']
+            lines += ["[index]", 'backend = "opensearch"', f'url = "{self.url}"', f'index = "{self.alias}"',
+                      *self.options]
         if not lines:
             return []
         path = self.tmp / f"run-{next(self._n)}.toml"
@@ -123,6 +126,17 @@ class SearchTarget:
             if e.code == 404:
                 return 0
             raise
+
+
+def osmem_pid() -> int | None:
+    """The pid of an ``osmem-server`` child of this process (started by :func:`search_server`), or None."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, IndexError):
+                if (Path("/proc", entry, "comm").read_text().strip() == "osmem-server"
+                        and int(Path("/proc", entry, "stat").read_text().rsplit(")", 1)[1].split()[1]) == os.getpid()):
+                    return int(entry)
+    return None
 
 
 @contextlib.contextmanager
@@ -295,17 +309,19 @@ def bench_batch(conn: psycopg.Connection, dsn: str, size: int, mode_args: list[s
     try:
         time.sleep(2.0)
         conn.execute(f"INSERT INTO ads ({COLS}) SELECT {COLS} FROM staging LIMIT %s", (size,))
-        daemon0, pg0 = tree_cpu(proc.pid), server_cpu(postmaster)
+        spid = target.pid if target is not None else None
+        daemon0, pg0, s0 = tree_cpu(proc.pid), server_cpu(postmaster), tree_cpu(spid) if spid else 0.0
         conn.commit()
         t_commit = time.time()
         t_done = wait_drained(conn, size, interval_s=0.05, target=target)
-        daemon1, pg1 = tree_cpu(proc.pid), server_cpu(postmaster)
+        daemon1, pg1, s1 = tree_cpu(proc.pid), server_cpu(postmaster), tree_cpu(spid) if spid else 0.0
     finally:
         proc.terminate()
         proc.wait(60)
     secs = t_done - t_commit
     return {"rows": size, "seconds": secs, "rows_per_s": size / secs,
-            "daemon_ms": (daemon1 - daemon0) * 1000 / size, "pg_ms": (pg1 - pg0) * 1000 / size}
+            "daemon_ms": (daemon1 - daemon0) * 1000 / size, "pg_ms": (pg1 - pg0) * 1000 / size,
+            "search_ms": (s1 - s0) * 1000 / size if spid else float("nan")}
 
 
 def bench_overhead(conn: psycopg.Connection, size: int, singles: int) -> dict[str, float]:
@@ -356,13 +372,15 @@ def main() -> None:
     ap.add_argument("--backend", choices=("postgres", "opensearch"), default="postgres",
                     help="index backend: PostgreSQL (default) or a search server (osmem-server unless --url)")
     ap.add_argument("--url", help="with --backend opensearch: a running server instead of an osmem-server")
+    ap.add_argument("--index-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="with --backend opensearch: an [index] option in TOML, e.g. bulk_docs=2000 (repeatable)")
     args = ap.parse_args()
     extra = ["--concurrency", str(args.concurrency)] if args.concurrency else []
     sizes = [int(x) for x in args.sizes.split(",") if x]
     modes = {"realtime": ["--batch-size", "2000"], "batch": ["--mode", "batch", "--window", "0.2s"]}
     with (ThrowawayPostgres(fast=not args.durable) as server, tempfile.TemporaryDirectory() as tmp,
           search_server(args.backend, args.url) as url):
-        target = SearchTarget(url, Path(tmp))
+        target = SearchTarget(url, Path(tmp), args.index_option)
         s = settings_from_mapping({"database": {"dsn": server.dsn}, "source": {"create_reference_table": True}}, env={})
         upgrade(s)
         with psycopg.connect(server.dsn) as conn:
@@ -396,9 +414,10 @@ def main() -> None:
                     for what, signed in variants:
                         b = bench_batch(conn, server.dsn, size, mode + extra + target.config(signed), postmaster, target)
                         rates[what] = b["rows_per_s"]
+                        srv = "" if target.pid is None else f", search server {b['search_ms']:.3f} ms"
                         print(f"{size:,}-row transaction, {label} mode, {what}: {b['seconds']:.2f} s COMMIT->all "
                               f"indexed, {b['rows_per_s']:,.0f} rows/s (target >= 10,000); CPU per row: daemon "
-                              f"{b['daemon_ms']:.3f} ms, PostgreSQL {b['pg_ms']:.3f} ms (load {os.getloadavg()[0]:.2f})",
+                              f"{b['daemon_ms']:.3f} ms, PostgreSQL {b['pg_ms']:.3f} ms{srv} (load {os.getloadavg()[0]:.2f})",
                               flush=True)
                     if len(rates) == 2:
                         print(f"{size:,}-row transaction, {label} mode: signed / plain = "
