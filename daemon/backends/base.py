@@ -180,11 +180,12 @@ class IndexBackend(Protocol):
             then runs it in its signature worker processes, and :meth:`write` gets documents whose
             encoding is already done. With ``None``, :meth:`write` gets whole documents.
         write_rows: optional (read with :func:`preferred_write_rows`): the number of signed
-            documents per :meth:`write` call the backend works best with; the indexer then writes a large batch in parts of that many rows
-            (unless ``[daemon] index_chunk_rows`` is set) and keeps its realtime batches at least
-            that large while a backlog lasts (unless ``[daemon] batch_floor`` is set). The search
-            backends ask for their bulk request size: each bulk request becomes a segment the
-            server later merges, and fewer, larger segments cost the server less per document.
+            documents per :meth:`write` call the backend works best with; the indexer then writes
+            a large batch in parts of that many rows (unless ``[daemon] index_chunk_rows`` is set)
+            and keeps its realtime batches at least that large while a backlog lasts (unless
+            ``[daemon] batch_floor`` is set). The search backends ask for their bulk request
+            size: each bulk request becomes a segment the server later merges, and fewer, larger
+            segments cost the server less per document.
 
     Documents returned by :meth:`get`, :meth:`candidates`, :meth:`candidates_many` and
     :meth:`scope_members` may be shared: by the lookups of one call that found the same record, and
