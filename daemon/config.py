@@ -250,11 +250,12 @@ class DaemonSettings:
             batch's database waits overlap another's CPU work; ``None``: the command's default
             (:data:`DEFAULT_CONCURRENCY`, :data:`PLAIN_SYNC_CONCURRENCY`).
         batch_floor / batch_ceiling: bounds (rows) of the adaptive batch size; ``None``:
-            ``batch_size // 10`` and ``batch_size * 8``.
+            ``batch_size // 10`` (the index backend's write size with signatures when it has one,
+            see :meth:`for_write_rows`) and ``batch_size * 8``.
         batch_target_s: the batch duration (s) the adaptive batch size holds: a slower batch halves
             it, a full batch faster than half of it grows it by half.
         index_chunk_rows: rows per part of a large indexing batch (each part is written as soon as
-            it is signed, while the next is signed); ``None``: 250 signed, 2,500 in plain sync.
+            it is signed, while the next is signed); ``None``: see :meth:`chunk_rows_for`.
         health_max_stall_s: ``/healthz`` fails when the loop has not turned for this long (s).
         ready_max_lag_s: ``/readyz`` fails when the oldest pending change is older than this (s).
         metrics_port: port of ``/metrics``, ``/healthz`` and ``/readyz`` (``None``: not served).
@@ -285,11 +286,28 @@ class DaemonSettings:
         floor = self.batch_floor or max(1, self.batch_size // 10)
         return floor, max(floor, self.batch_ceiling or self.batch_size * 8)
 
-    def chunk_rows_for(self, *, signed: bool) -> int:
-        """``index_chunk_rows``, or its default: 250 rows signed, 2,500 in plain sync (where a part
-        builds in a few ms and smaller parts mostly add round trips: 10,000-row batches 8,076-9,638
-        rows/s with 250, 10,547-10,800 with 2,500)."""
-        return self.index_chunk_rows or (250 if signed else 2_500)
+    def chunk_rows_for(self, *, signed: bool, preferred: int | None = None) -> int:
+        """``index_chunk_rows``, or its default: the index backend's ``preferred`` write size for
+        signed documents when it has one (``IndexBackend.write_rows``: the search backends' bulk
+        request size), else 250 rows signed, 2,500 in plain sync (where a part builds in a few ms
+        and smaller parts mostly add round trips: 10,000-row batches 8,076-9,638 rows/s with 250,
+        10,547-10,800 with 2,500)."""
+        return self.index_chunk_rows or (preferred if signed and preferred else None) or (250 if signed else 2_500)
+
+    def for_write_rows(self, preferred: int | None) -> DaemonSettings:
+        """These settings with the batch floor raised to the index backend's ``preferred`` write size
+        (``IndexBackend.write_rows``, capped at the ceiling) when ``batch_floor`` is unset, so a
+        backlog is written in requests of that size however slow each batch is (a batch over
+        ``batch_target_s`` would otherwise halve the batch down to ``batch_size // 10`` rows, and a
+        search server would build and merge a small segment for each). Batches of fewer waiting
+        rows are not held back: the floor bounds the claim limit, not what a claim must find.
+
+        Returns:
+            ``self`` when ``preferred`` is None or ``batch_floor`` is set, else a copy.
+        """
+        if not preferred or self.batch_floor:
+            return self
+        return replace(self, batch_floor=min(preferred, self.batch_bounds()[1]))
 
     def concurrency_for(self, queue: str, *, signed: bool = True) -> int:
         """``concurrency``, or the default for ``queue`` (``index`` or ``dedup``) when unset

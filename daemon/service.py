@@ -14,7 +14,7 @@ import psycopg
 from psycopg.rows import dict_row
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential
 
-from daemon.backends.base import IndexBackend, TransientIndexError
+from daemon.backends.base import IndexBackend, TransientIndexError, preferred_write_rows
 from daemon.backends.factory import create_backend
 from daemon.config import Settings
 from daemon.dedup.settings import dedup_options
@@ -139,8 +139,10 @@ async def build_indexer(settings: Settings, backend: IndexBackend) -> Indexer:
     table = await open_source(settings)
     builder = DocumentBuilder.from_settings(settings, table)
     builder = replace(builder, encoder=backend.document_encoder)  # run with the signatures
-    handler = IndexHandler(table, builder, backend, settings.daemon.chunk_rows_for(signed=builder.signed))
-    loop = QueueLoop(settings.require_dsn(), INDEX_QUEUE, handler, settings.daemon,
+    write_rows = preferred_write_rows(backend) if builder.signed else None
+    handler = IndexHandler(table, builder, backend, settings.daemon.chunk_rows_for(signed=builder.signed,
+                                                                                   preferred=write_rows))
+    loop = QueueLoop(settings.require_dsn(), INDEX_QUEUE, handler, settings.daemon.for_write_rows(write_rows),
                      next_queue=DEDUP_QUEUE if dedup_enabled(settings) else None, name="nearsync.indexer",
                      concurrency=settings.daemon.concurrency_for(INDEX_QUEUE, signed=builder.signed))
     return Indexer(loop, backend, table, handler.signer)

@@ -313,7 +313,8 @@ async def test_strict_template_mappings(sbackend: SearchBackend) -> None:
     assert {p[k]["type"] for k in ("keys", "table", "record_id", "scope_user", "scope_group",
                                    "scope_category")} == {"keyword"}
     assert not {"sig_bands", "sig_blocks", "sig_super"} & set(p)  # one indexed copy of each candidate key
-    assert (p["simhash"]["type"], p["location"]["type"], p["sig_version"]["type"]) == ("long", "geo_point", "integer")
+    assert not {"simhash", "sig_version"} & set(p)  # never queried: scoring reads them from `signature`
+    assert p["location"]["type"] == "geo_point"
     assert p["price"]["type"] == "scaled_float" and float(p["price"]["scaling_factor"]) == 100
     assert p["title"]["type"] == "text" and p["signature"]["enabled"] is False
 
@@ -468,7 +469,7 @@ def test_options_defaults_and_env() -> None:
 
     o = parse_options({}, env={})
     assert (o.urls, o.index, o.bulk_docs, o.bulk_bytes, o.keep_versions, o.min_should_match, o.more_like_this) == \
-        (("http://localhost:9200",), "nearsync_ads", 500, 5 * 1024 * 1024, 2, 1, False)
+        (("http://localhost:9200",), "nearsync_ads", 2000, 16 * 1024 * 1024, 2, 1, False)
     o = parse_options({"url": "http://a:9200", "username": "u", "password": "file"},
                       env={"NEARSYNC_INDEX_URL": "http://x:1, https://y:2/", "NEARSYNC_INDEX_PASSWORD": "envpw"})
     assert o.urls == ("http://x:1", "https://y:2") and o.password == "envpw"
@@ -565,3 +566,49 @@ def test_signature_sketches_are_stored_packed_and_old_documents_still_read() -> 
         B.unpack_int64s("AAAA")  # 3 bytes: not whole int64 values
     with pytest.raises(OverflowError):
         B.pack_int64s([1 << 64])
+
+
+async def test_signature_round_trips_bit_for_bit_through_the_server(sbackend: SearchBackend) -> None:
+    """A real signature (128 MinHash values, the bottom-k sketch) and the int64 extremes go to the
+    osmem server packed and come back identical through every read path; the stored ``_source``
+    holds the packed form and no indexed number copies; a document in the layout of an index version
+    built before (unpacked lists, ``simhash`` / ``sig_version`` / typed key copies) still reads."""
+    from daemon.backends import search_bodies as B
+    from daemon.signatures import compute_signature
+
+    sig = compute_signature({"title": "Sony Bravia KDL-40 40in LCD TV", "body": "Full HD 1080p, 3 HDMI inputs."})
+    real = doc("real", 5, sig.keys(), user="7")
+    real.signature.clear()
+    real.signature.update(sig.to_document())
+    edge = doc("edge", 6, ["b1:a", "s1:b"])
+    edge.signature["minhash"] = [-(1 << 63), -1, 0, 1, (1 << 63) - 1]
+    edge.signature["bottomk"] = [(1 << 63) - 1, 1 << 62, 3]
+    assert set((await sbackend.write([real, edge], [])).outcomes.values()) == {Outcome.APPLIED}
+    await sbackend.refresh()
+    got = await sbackend.get(T, ["real", "edge"])
+    assert got == {"real": real, "edge": edge}
+    assert len(got["real"].signature["minhash"]) == 128
+    sketches = await sbackend.get_sketches(T, ["real", "edge"])
+    assert sketches == {"real": (5, tuple(real.signature["bottomk"])), "edge": (6, tuple(edge.signature["bottomk"]))}
+    found = await sbackend.candidates(T, sig.keys(), {}, exclude_id="nobody")
+    assert [c.document for c in found if c.record_id == "real"] == [real]
+    raw = await sbackend.client.request("GET", f"/{sbackend.alias}/_doc/{B.doc_id(T, 'real')}")
+    stored = raw["_source"]
+    assert isinstance(stored["signature"]["minhash"], str) and isinstance(stored["signature"]["bottomk"], str)
+    assert not {"simhash", "sig_version", "sig_bands", "sig_blocks", "sig_super"} & set(stored)
+
+    old_index = f"{sbackend.alias}_old_layout"  # the mapping and documents of an index version built before
+    old_props = {**B.MAPPINGS["properties"], "simhash": {"type": "long"}, "sig_version": {"type": "integer"},
+                 "sig_bands": {"type": "keyword"}, "sig_blocks": {"type": "keyword"}, "sig_super": {"type": "keyword"}}
+    await sbackend.client.request("PUT", f"/{old_index}", {"settings": B.SETTINGS,
+                                                           "mappings": {**B.MAPPINGS, "properties": old_props}})
+    try:
+        old_src = {**B.document_source(real), "signature": dict(real.signature), "simhash": sig.simhash,
+                   "sig_version": sig.v, "sig_bands": list(sig.bands), "sig_blocks": list(sig.blocks),
+                   "sig_super": list(sig.super)}
+        await sbackend.client.request("PUT", f"/{old_index}/_doc/{B.doc_id(T, 'real')}", old_src,
+                                      params={"version": "5", "version_type": "external", "refresh": "true"})
+        hit = await sbackend.client.request("GET", f"/{old_index}/_doc/{B.doc_id(T, 'real')}")
+        assert B.document_from_hit(hit) == real
+    finally:
+        await sbackend.client.request("DELETE", f"/{old_index}")

@@ -31,6 +31,23 @@ def test_file_keys_and_environment_overrides() -> None:
     assert BatchSizer.for_settings(DaemonSettings(batch_size=500, batch_ceiling=20)).limit == 50  # floor 50 > 20
 
 
+def test_a_backends_write_size_sets_the_part_and_the_floor_unless_configured() -> None:
+    """A search backend's bulk size (``write_rows``) becomes the signed part size and the batch
+    floor; a configured ``index_chunk_rows`` / ``batch_floor`` wins, and plain sync keeps its own."""
+    from daemon.backends.base import preferred_write_rows
+    from daemon.backends.factory import create_search_backend
+
+    be = create_search_backend("opensearch", {"bulk_docs": 1500})
+    assert preferred_write_rows(be) == 1500 and preferred_write_rows(object()) is None
+    d = settings_from_mapping({}, env={}).daemon
+    assert d.chunk_rows_for(signed=True, preferred=1500) == 1500 and d.chunk_rows_for(signed=False, preferred=1500) == 2500
+    raised = d.for_write_rows(1500)
+    assert raised.batch_bounds() == (1500, 4000) and BatchSizer.for_settings(raised).limit == 1500
+    assert d.for_write_rows(9000).batch_bounds() == (4000, 4000) and d.for_write_rows(None) is d
+    mine = settings_from_mapping({"daemon": {"batch_floor": 7, "index_chunk_rows": 100}}, env={}).daemon
+    assert mine.for_write_rows(1500) is mine and mine.chunk_rows_for(signed=True, preferred=1500) == 100
+
+
 @pytest.mark.parametrize(("env", "named"), [
     ({"NEARSYNC_MODE": "fast"}, "NEARSYNC_MODE (daemon.mode)"),
     ({"NEARSYNC_METRICS_PORT": "abc"}, "NEARSYNC_METRICS_PORT (daemon.metrics_port)"),

@@ -155,6 +155,16 @@ class TransientIndexError(Exception):
     """
 
 
+def preferred_write_rows(backend: object) -> int | None:
+    """The backend's ``write_rows`` (see :class:`IndexBackend`), or None when it has none.
+
+    Returns:
+        A positive row count, or None.
+    """
+    rows = getattr(backend, "write_rows", None)
+    return rows if isinstance(rows, int) and not isinstance(rows, bool) and rows > 0 else None
+
+
 class PermanentIndexError(Exception):
     """A configuration-level index error that retrying cannot fix (bad credentials, bad mapping)."""
 
@@ -169,6 +179,13 @@ class IndexBackend(Protocol):
             that returns the document with ``encoded`` set (and may drop its content). The indexer
             then runs it in its signature worker processes, and :meth:`write` gets documents whose
             encoding is already done. With ``None``, :meth:`write` gets whole documents.
+        write_rows: optional (read with :func:`preferred_write_rows`): the number of signed
+            documents per :meth:`write` call the backend works best with; the indexer then writes
+            a large batch in parts of that many rows (unless ``[daemon] index_chunk_rows`` is set)
+            and keeps its realtime batches at least that large while a backlog lasts (unless
+            ``[daemon] batch_floor`` is set). The search backends ask for their bulk request
+            size: each bulk request becomes a segment the server later merges, and fewer, larger
+            segments cost the server less per document.
 
     Documents returned by :meth:`get`, :meth:`candidates`, :meth:`candidates_many` and
     :meth:`scope_members` may be shared: by the lookups of one call that found the same record, and

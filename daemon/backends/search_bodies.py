@@ -8,8 +8,11 @@ Pure functions, no I/O. The document layout (``dynamic: strict``):
   ``scope_group``, ``scope_category`` (keyword) for ad-hoc queries; ``scope`` stored only.
 * ``keys`` (keyword): the candidate keys, the only indexed copy of them (each unique keyword term
   costs the server a posting list; the typed copies ``sig_bands`` / ``sig_blocks`` / ``sig_super``
-  of index versions built before 2026-11-24 were never queried and are no longer written);
-  ``simhash`` (long); ``sig_version`` (integer).
+  of index versions built before 2026-11-24 were never queried and are no longer written). The
+  indexed ``simhash`` (long) and ``sig_version`` (integer) of index versions built before
+  2026-11-26 were not queried either (scoring reads both from the stored ``signature``) and are no
+  longer written: on osmem-server each indexed number cost about as much as ten keyword terms
+  (0.3-0.5 ms of server CPU per document for these two, bench notes in docs/benchmarks.md).
 * typed copies of the field roles: ``title``/``body`` (text, ``nearsync_text`` analyzer: standard
   tokenizer + lowercase, suited to more_like_this), ``price`` (scaled_float, factor 100),
   ``location`` (geo_point from lat/lon), ``user``/``category``/``group``/``source`` (keyword),
@@ -50,7 +53,6 @@ MAPPINGS: dict[str, Any] = {
         "table": _KW, "record_id": _KW,
         "scope_key": _KW, "scope_user": _KW, "scope_group": _KW, "scope_category": _KW,
         "keys": _KW,
-        "simhash": {"type": "long"}, "sig_version": {"type": "integer"},
         "title": {"type": "text", "analyzer": TEXT_ANALYZER},
         "body": {"type": "text", "analyzer": TEXT_ANALYZER},
         "price": {"type": "scaled_float", "scaling_factor": 100},
@@ -146,10 +148,6 @@ def document_source(doc: IndexDocument) -> dict[str, Any]:
     for name in SCOPE_FIELDS:
         if doc.scope.get(name) is not None:
             src[f"scope_{name}"] = str(doc.scope[name])
-    if sig.get("simhash") is not None:
-        src["simhash"] = sig["simhash"]
-    if sig.get("v") is not None:
-        src["sig_version"] = sig["v"]
     for role in TEXT_ROLES + KEYWORD_ROLES + ("price", "created_at"):
         if f.get(role) is not None:
             src[role] = f[role]

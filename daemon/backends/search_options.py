@@ -21,8 +21,9 @@ verify_certs        true                  verify TLS certificates
 timeout_s           30.0                  per-request timeout, seconds
 index               "nearsync_ads"        the alias the daemon reads and writes; concrete
                                           indices are ``<index>_v<N>``
-bulk_docs           500                   max actions per bulk request
-bulk_bytes          5 MiB                 max bytes per bulk request
+bulk_docs           2000                  max actions per bulk request, and the rows per
+                                          write the indexer sends (``write_rows``)
+bulk_bytes          16 MiB                max bytes per bulk request
 msearch_size        20                    max candidate searches per ``_msearch`` request
                                           (a batch's lookups are split; each request stays
                                           well inside ``timeout_s`` on a loaded server)
@@ -73,8 +74,8 @@ class SearchOptions:
     verify_certs: bool = True
     timeout_s: float = 30.0
     index: str = "nearsync_ads"
-    bulk_docs: int = 500
-    bulk_bytes: int = 5 * 1024 * 1024
+    bulk_docs: int = 2000
+    bulk_bytes: int = 16 * 1024 * 1024
     msearch_size: int = 20
     keep_versions: int = 2
     min_should_match: int = 1
