@@ -242,7 +242,8 @@ class IndexBackend(Protocol):
     async def candidates_many(
         self, table: str, queries: Sequence[CandidateQuery], *, min_match: int = 1, limit: int = 100,
     ) -> list[list[Candidate]]:
-        """:meth:`candidates` for several records in one round trip (the dedup worker's batch).
+        """:meth:`candidates` for several records in a number of round trips that does not grow
+        with the number of queries (the dedup worker's batch).
 
         Returns one list per query, in order, each as :meth:`candidates` would return it.
         """

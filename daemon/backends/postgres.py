@@ -302,11 +302,16 @@ class PostgresBackend:
 
     async def candidates_many(self, table: str, queries: Sequence[CandidateQuery], *, min_match: int = 1,
                               limit: int = 100) -> list[list[Candidate]]:
-        """:meth:`candidates` for several lookups in one query and round trip (named
-        ``candidates_many``: one GIN index scan per lookup and key, then the best ``limit`` per
-        lookup). Each distinct candidate document comes once per call however many
-        lookups found it, and is parsed only when the cache does not hold its version: lookups that
-        share a candidate share its :class:`IndexDocument` object (do not mutate it).
+        """:meth:`candidates` for several lookups in one query (named ``candidates_many``: one GIN
+        index scan per lookup and key, then the best ``limit`` per lookup, each hit with its
+        candidate's version), then one more for the documents the cache does not hold at that
+        version (``get_documents``): two round trips per call whatever the number of lookups. Each
+        distinct candidate document is read and parsed at most once per call: lookups that share a
+        candidate share its :class:`IndexDocument` object (do not mutate it).
+
+        The two reads are two statements: a candidate rewritten in between comes with its newer
+        document (the dedup worker checks every link against the current versions under its lock
+        anyway), one deleted in between is left out.
 
         Returns:
             One list per query, in order, each best first as :meth:`candidates` would return it.
@@ -323,19 +328,29 @@ class PostgresBackend:
         if not hashes or limit <= 0:
             return out
         try:
-            async with self._pool.connection() as conn, self._cursor(conn) as cur:
-                await cur.execute(query("candidates_many"), {
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("candidates_many"), {
                     "table": table, "qids": Int4Array(qids), "keys": Int8Array(hashes), "min_match": min_match,
                     "limit": limit, "exclude_ids": [q.exclude_id for q in queries],
-                    "exclude_sources": [q.exclude_source for q in queries]})
-                rows = await cur.fetchall()
+                    "exclude_sources": [q.exclude_source for q in queries]}, binary=True)
+                hits = sorted(await cur.fetchall())  # (qid, rn, matched, record_id, version): best first
+                docs: dict[str, IndexDocument] = {}
+                missing: set[str] = set()
+                for *_, record_id, version in hits:
+                    cached = self._cache.get((table, record_id, version))
+                    if cached is not None:
+                        docs[record_id] = cached
+                    else:
+                        missing.add(record_id)
+                if missing:
+                    async with self._cursor(conn) as dcur:
+                        await dcur.execute(query("get_documents"), {"table": table, "record_ids": sorted(missing)})
+                        docs |= self._documents(table, await dcur.fetchall())
         except _TRANSIENT as e:
             raise TransientIndexError(str(e)) from e
-        hits = sorted(r[:4] for r in rows if r[0] is not None)  # (qid, rn, matched, record_id): best first
-        docs = self._documents(table, [r[3:] for r in rows if r[0] is None])
-        for qid, _rn, matched, record_id in hits:
+        for qid, _rn, matched, record_id, _version in hits:
             doc = docs.get(record_id)
-            if doc is not None:  # always, in one statement's snapshot
+            if doc is not None:  # None only for a record deleted between the two reads
                 out[qid].append(Candidate(record_id, matched, doc))
         return out
 

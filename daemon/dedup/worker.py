@@ -378,8 +378,10 @@ class DedupHandler:
     observer: Callable[[str, Sequence[ScoredCandidate]], None] | None = None
     _pair_scores: dict[tuple[str, str, int, int], float] = field(default_factory=dict, repr=False)
     """Scores of the pairs scored as candidates, by ``(a, b, a_version, b_version)`` (a pair's score
-    is a function of its two documents, which their versions name): average linkage reads them
-    back for pairs without a link instead of scoring them again. Cleared at :data:`PAIR_SCORES_MAX`."""
+    is a function of its two documents, which their versions name), and of the unlinked pairs
+    average linkage scored itself: average linkage reads them back for pairs without a link
+    instead of scoring them again, in this batch and in later ones that re-cluster the same
+    component. Cleared at :data:`PAIR_SCORES_MAX`."""
 
     async def score_records(self, items: Sequence[tuple[str, IndexDocument]],
                             seen: dict[str, IndexDocument] | None = None,
@@ -407,16 +409,22 @@ class DedupHandler:
         if self.observer is not None:
             self.observer(rid, res.scored)
         links = []
-        memo = self._pair_scores
-        if len(memo) + len(res.scored) > PAIR_SCORES_MAX:
-            memo.clear()
         for sc in res.scored:
             va, vb = (doc.version, sc.candidate.document.version) if sc.a == rid \
                 else (sc.candidate.document.version, doc.version)
-            memo[(sc.a, sc.b, va, vb)] = sc.score.score
+            self._remember((sc.a, sc.b, va, vb), sc.score.score)
             if sc.flag is not None:
                 links.append(Link(sc.a, sc.b, sc.score.score, sc.score.reasons, sc.score.summary(), (va, vb)))
         return links
+
+    def _remember(self, key: tuple[str, str, int, int], score: float) -> None:
+        """Keep a pair's score in :attr:`_pair_scores` under ``(a, b, a_version, b_version)``, the
+        table cleared first once it holds :data:`PAIR_SCORES_MAX` (a bound on memory, not a
+        least-recently-used order: a cleared score is only computed again)."""
+        memo = self._pair_scores
+        if len(memo) >= PAIR_SCORES_MAX:
+            memo.clear()
+        memo[key] = score
 
     async def process(self, conn: psycopg.AsyncConnection[Any], batch: Sequence[Claimed]) -> BatchResult:
         """Score the batch, then rewrite links, clusters and flags around it in one transaction.
@@ -631,10 +639,12 @@ class DedupHandler:
                 x, y = canonical(a, b)
                 if (x, y) in dismissed or x not in docs or y not in docs:
                     return 0.0
-                known = self._pair_scores.get((x, y, docs[x].version, docs[y].version))
+                memo_key = (x, y, docs[x].version, docs[y].version)
+                known = self._pair_scores.get(memo_key)
                 if known is not None:
                     return known
                 link = scored[(x, y)] = self._score_link(x, y, docs[x], docs[y])
+                self._remember(memo_key, link.score)
                 return link.score
 
             def apart(a: str, b: str) -> bool:

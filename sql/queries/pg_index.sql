@@ -64,14 +64,12 @@ WHERE table_name = %(table)s AND record_id = ANY(%(record_ids)b::text[]) AND NOT
 -- name: candidates_many
 -- candidates for several lookups at once: lookup qids[i] has hashed key keys[i]; exclude_ids[q] is
 -- lookup q's own record (NULL for none); exclude_sources[q] leaves out candidates whose source field
--- equals it (NULL: no filter). Per lookup, best first, at most %(limit)s candidates.
--- Two kinds of rows in one result (one round trip), told apart by qid:
---   * a hit (qid NOT NULL): qid, rn (the rank within the lookup, from 1), matched, record_id, then
---     NULL document columns;
---   * a document (qid NULL): NULL, NULL, NULL, then the document in the column order of
---     get_documents, once for each distinct record of the hits, however many lookups found it
---     (in a dense batch about 4 hits in 10 share their document with another lookup).
--- Rows come in no particular order; the caller orders the hits by (qid, rn).
+-- equals it (NULL: no filter). Per lookup, best first, at most %(limit)s candidates, as rows
+-- qid, rn (the rank within the lookup, from 1), matched, record_id, version, in no particular order
+-- (the caller orders them by (qid, rn)). Only the hits come back, with each candidate's version: the
+-- caller reads the documents its cache does not hold with get_documents (on a near-duplicate-dense
+-- catalogue most candidates of a batch were read by an earlier one, and sending every candidate's
+-- ~3 kB of JSON again cost both sides more than that second round trip).
 -- One GIN index scan per (lookup, key) (@> ARRAY[key]); a document's shared keys are counted by
 -- grouping those hits, since both arrays hold distinct hashes. (Counting them from each found
 -- document's array, unnest(key_hashes) against ANY(keys), compares ~40 x ~40 hashes per hit:
@@ -80,30 +78,21 @@ WHERE table_name = %(table)s AND record_id = ANY(%(record_ids)b::text[]) AND NOT
 WITH lk AS (
     SELECT t.qid, t.key FROM unnest(%(qids)b::integer[], %(keys)b::bigint[]) AS t(qid, key)
 ), hits AS (
-    SELECT t.qid, d.record_id, count(*)::integer AS matched
+    SELECT t.qid, d.record_id, d.version, count(*)::integer AS matched
     FROM lk t
     JOIN nearsync.documents d
       ON d.key_hashes @> ARRAY[t.key] AND d.table_name = %(table)s AND NOT d.deleted
          AND d.record_id IS DISTINCT FROM (%(exclude_ids)s::text[])[t.qid + 1]
          AND ((%(exclude_sources)s::text[])[t.qid + 1] IS NULL
               OR d.fields ->> 'source' IS DISTINCT FROM (%(exclude_sources)s::text[])[t.qid + 1])
-    GROUP BY t.qid, d.record_id
+    GROUP BY t.qid, d.record_id, d.version
     HAVING count(*) >= %(min_match)s
-), top AS MATERIALIZED (
-    SELECT r.qid, r.rn, r.matched, r.record_id
-    FROM (SELECT h.qid, h.record_id, h.matched,
-                 row_number() OVER (PARTITION BY h.qid ORDER BY h.matched DESC, h.record_id) AS rn
-          FROM hits h) r
-    WHERE r.rn <= %(limit)s
 )
-SELECT t.qid, t.rn::integer, t.matched, t.record_id, NULL::bigint AS version, NULL::jsonb AS scope,
-       NULL::jsonb AS fields, NULL::jsonb AS signature, NULL::jsonb AS keys, NULL::bigint[] AS bottomk,
-       NULL::bigint[] AS minhash
-FROM top t
-UNION ALL
-SELECT NULL, NULL, NULL, d.record_id, d.version, d.scope, d.fields, d.signature, d.keys, d.bottomk, d.minhash
-FROM nearsync.documents d
-WHERE d.table_name = %(table)s AND d.record_id IN (SELECT t.record_id FROM top t) AND NOT d.deleted;
+SELECT r.qid, r.rn::integer, r.matched, r.record_id, r.version
+FROM (SELECT h.qid, h.record_id, h.version, h.matched,
+             row_number() OVER (PARTITION BY h.qid ORDER BY h.matched DESC, h.record_id) AS rn
+      FROM hits h) r
+WHERE r.rn <= %(limit)s;
 
 -- name: scope_members
 -- The members of small scopes (exhaustive comparison): lookup qids[i]'s scope is the set of documents
