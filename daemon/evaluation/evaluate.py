@@ -147,7 +147,12 @@ def source_mapping(ds: Dataset) -> dict[str, Any]:
 
 
 async def _run_pipeline(settings: Settings, ds: Dataset, *, progress: bool) -> dict[str, Any]:
-    """Load, index, dedup; returns raw results keyed by record key."""
+    """Load, index, then dedup; returns raw results keyed by record key.
+
+    The dedup worker starts once the load is indexed, so every record is compared with the whole
+    table, as a clean single-worker pass is: the figures do not depend on how indexing and
+    deduplication happened to interleave (the candidate cap keeps each record's best
+    ``candidate_cap`` candidates of the whole table, not of the part indexed before it)."""
     t0 = time.perf_counter()
     compared: set[tuple[str, str]] = set()
     per_record: dict[str, int] = {}
@@ -160,9 +165,8 @@ async def _run_pipeline(settings: Settings, ds: Dataset, *, progress: bool) -> d
         indexer = await build_indexer(settings, backend)
         worker = await build_worker(settings, backend)
         worker.handler.observer = observe  # type: ignore[attr-defined]
-        tasks = [asyncio.create_task(indexer.loop.run()), asyncio.create_task(worker.run())]
+        tasks = [asyncio.create_task(indexer.loop.run())]
         await indexer.loop.ready.wait()
-        await worker.ready.wait()
         phases = {"start_s": time.perf_counter() - t0}
         try:
             async with await psycopg.AsyncConnection.connect(settings.require_dsn(), autocommit=True) as conn:
@@ -180,6 +184,8 @@ async def _run_pipeline(settings: Settings, ds: Dataset, *, progress: bool) -> d
                         if isinstance(backend, PlannerStatistics):
                             await backend.refresh_statistics()
                         analyzed = True
+                        tasks.append(asyncio.create_task(worker.run()))
+                        await worker.ready.wait()
                     if progress:
                         print(f"\r  indexing {pend.get('index', 0):>6} / dedup {pend.get('dedup', 0):>6} pending",
                               end="", flush=True, file=sys.stderr)
