@@ -34,6 +34,26 @@ def lookup_keys(keys: Sequence[str]) -> list[str]:
     return [k for k in keys if k != SCOPE_KEY]
 
 
+def shared_keys(keys: Sequence[str], doc: IndexDocument) -> int:
+    """How many of the lookup ``keys`` (:func:`lookup_keys`) ``doc`` holds (pure).
+
+    Returns:
+        The count of distinct shared keys, the scope key aside.
+    """
+    return len(set(lookup_keys(keys)).intersection(doc.keys))
+
+
+def in_small_scope_lookup(tokens: Sequence[str], keys: Sequence[str], doc: IndexDocument, min_match: int) -> bool:
+    """The rule by which a small scope's member ``doc`` is among a lookup's candidates
+    (:meth:`IndexBackend.scope_members`; pure): the lookup has no title ``tokens``, or ``doc``'s title
+    shares one of them, or ``doc`` holds at least ``min_match`` of the lookup's ``keys``
+    (:func:`shared_keys`). The PostgreSQL backend applies the same rule in SQL (``scope_members``).
+    """
+    if not tokens or not set(tokens).isdisjoint(doc.signature.get("tokens") or ()):
+        return True
+    return shared_keys(keys, doc) >= min_match
+
+
 @dataclass(slots=True)
 class IndexDocument:
     """One record as stored in the index.

@@ -41,6 +41,7 @@ from daemon.backends.base import (
     Outcome,
     TransientIndexError,
     WriteResult,
+    in_small_scope_lookup,
     lookup_keys,
 )
 from daemon.backends import search_admin
@@ -328,11 +329,9 @@ class SearchBackend:
                 if len(hits) > limit:
                     continue
                 docs = [B.document_from_hit(h) for h in hits]
-                toks, keys = set(q.tokens), set(lookup_keys(q.keys))
                 out[i] = sorted((Candidate(d.record_id, 1, d) for d in docs
                                  if d.record_id != q.exclude_id
-                                 and (not toks or not toks.isdisjoint(d.signature.get("tokens") or ())
-                                      or len(keys.intersection(d.keys)) >= min_match)
+                                 and in_small_scope_lookup(q.tokens, q.keys, d, min_match)
                                  and (q.exclude_source is None or str(d.fields.get("source")) != q.exclude_source
                                       or d.fields.get("source") is None)),
                                 key=lambda c: c.record_id)

@@ -38,7 +38,8 @@ from typing import Any
 import psycopg
 
 from daemon.db import jsoncodec
-from daemon.backends.base import SCOPE_KEY, Candidate, CandidateQuery, IndexBackend, IndexDocument
+from daemon.backends.base import (Candidate, CandidateQuery, IndexBackend, IndexDocument, in_small_scope_lookup,
+                                   shared_keys)
 from daemon.dedup.ids import canonical, record_id_key
 from daemon.dedup.clusters import average_link_clusters, build_clusters, respect_cannot_links
 from daemon.dedup.settings import DedupOptions
@@ -176,12 +177,8 @@ def is_candidate_pair(doc: IndexDocument, other: IndexDocument, options: DedupOp
     if own is not None and str(other.fields.get("source")) == own:
         return False
     if exhaustive:
-        tokens = doc.signature.get("tokens") or ()
-        if not tokens or not set(tokens).isdisjoint(other.signature.get("tokens") or ()):
-            return True
-    shared = set(doc.keys).intersection(other.keys)
-    shared.discard(SCOPE_KEY)
-    return len(shared) >= options.min_match
+        return in_small_scope_lookup(doc.signature.get("tokens") or (), doc.keys, other, options.min_match)
+    return shared_keys(doc.keys, other) >= options.min_match
 
 
 async def lookup_candidates(table: str, items: Sequence[tuple[str | None, IndexDocument]], backend: IndexBackend,
