@@ -487,3 +487,24 @@ async def test_a_component_over_max_component_gives_the_same_flags_whatever_the_
     assert [n for _, _, n in parts] == [8, 10] and all(level > 0 for _, level, _ in parts), parts
     assert len(results[0][0]) >= 14, results[0]
     assert all(r == results[0] for r in results[1:]), results
+
+
+async def test_a_shops_item_number_and_a_makers_model_number_are_no_conflict(dsettings: Settings) -> None:
+    """metrics.separate_schemes: one listing titled with an all-digit item number (``26110``), another
+    with the maker's model number (``COOLPIXS550PL``) of the same camera in the same colour are one
+    item (flagged); two item numbers of one scheme that differ (``26110`` / ``26108``) are two items,
+    and a colour conflict still separates a pair whose codes are of two schemes."""
+    s = dsettings
+    body = "Nikon Coolpix S550, 10 megapixels, 5x optical zoom, 2.5 inch screen. New in box, shipped within two days."
+    ad = ORIGINAL | {"body": body, "price": 199.0}
+    async with running_indexer(s), running_worker(s):
+        plum = await add(s.dsn, ad | {"title": "Nikon Coolpix S550 Digital Camera - Plum - 26110"},
+                         "now() - interval '2 days'")
+        makers = await add(s.dsn, ad | {"title": "Nikon CoolPix S550 Plum Digital Camera - COOLPIXS550PL"})
+        other_number = await add(s.dsn, ad | {"title": "Nikon Coolpix S550 Digital Camera - Plum - 26108"},
+                          "now() - interval '1 day'")
+        black_makers = await add(s.dsn, ad | {"title": "Nikon CoolPix S550 Black Digital Camera - COOLPIXS550BK"})
+        await settle(s)
+    got = await flags(s.dsn)
+    assert got[makers][1] == plum
+    assert other_number not in got and black_makers not in got and plum not in got
