@@ -50,7 +50,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.bench_api import row_of  # noqa: E402
-from daemon.backends.pg_encoding import encode_document, key_hashes  # noqa: E402
+from daemon.backends.pg_encoding import encode_document, key_hashes, keys_of  # noqa: E402
 from daemon.capture.documents import DocumentBuilder  # noqa: E402
 from daemon.config import settings_from_mapping  # noqa: E402
 from daemon.db.arrays import Int4Array, Int8Array  # noqa: E402
@@ -145,9 +145,11 @@ def lookups(dsn: str, samples: int, seed: int) -> list[tuple[str, list[int]]]:
     with psycopg.connect(dsn) as c:
         n = c.execute("SELECT count(*) FROM nearsync.documents WHERE NOT deleted").fetchone()[0]  # type: ignore[index]
         ids = [str(i) for i in random.Random(seed).sample(range(1, n + 1), samples)]
-        rows = c.execute("SELECT record_id, scope, keys FROM nearsync.documents WHERE table_name = %s "
+        rows = c.execute("SELECT record_id, scope, keys, signature FROM nearsync.documents WHERE table_name = %s "
                          "AND record_id = ANY(%s)", (TABLE, ids)).fetchall()
-    found = {rid: sorted(key_hashes(TABLE, scope, keys)) for rid, scope, keys in rows}
+    # keys NULL: the signature's own (migration 0012), rebuilt as the backend's reads do
+    found = {rid: sorted(key_hashes(TABLE, scope, keys if keys is not None else keys_of(sig) or []))
+             for rid, scope, keys, sig in rows}
     return [(rid, found[rid]) for rid in ids if found.get(rid)]
 
 

@@ -119,3 +119,41 @@ def test_documents_pickle_back_whole() -> None:
         assert back == obj and type(back) is type(obj)
     back = pickle.loads(pickle.dumps(d))
     assert back.side == ("prepared", 1) and back.signature == d.signature and back.keys == d.keys
+
+
+async def test_signed_keys_are_stored_once_and_read_back_on_both_sides_of_0012(fresh_db: str) -> None:
+    """A document whose keys are its signature's own (every document the daemon signs) is stored
+    with ``keys`` NULL and read back with the same keys, rebuilt from its signature; keys that are
+    not the signature's own are stored as before. The downgrade of migration 0012 writes the rebuilt
+    keys into the rows, as the code before it reads them."""
+    from daemon.backends.base import SCOPE_KEY
+    from daemon.capture.source import SourceTable
+    from daemon.config import SourceSettings
+    from daemon.ops.migrate import downgrade
+    from daemon.signatures import SignatureParams
+
+    s = make_settings(fresh_db)
+    upgrade(s)
+    builder = DocumentBuilder(SourceTable(SourceSettings(), "int"), SignatureParams(), "user")
+    rows = [({"id": i, "user_id": "u1", "title": title, "body": body, "status": "active"}, 7)
+            for i, (title, body) in enumerate([("Sony KDL-40V4100 40in LCD TV", "Full HD, barely used"),
+                                               ("Red bike", "Almost new, with lights. Call 555-0100"),
+                                               ("", "")], start=1)]
+    signed = builder.build_many(rows)
+    assert all(isinstance(d, IndexDocument) and d.keys[-1] == SCOPE_KEY for d in signed)
+    odd = doc("9", 3, ["b1:a", "x:not-in-the-signature"])
+    be = PostgresBackend(fresh_db)
+    await be.open()
+    try:
+        assert set((await be.write([*signed, odd], [])).outcomes.values()) == {Outcome.APPLIED}
+        got = await be.get("public.ads", ["1", "2", "3"])
+        assert {rid: d.keys for rid, d in got.items()} == {d.record_id: d.keys for d in signed}
+        assert (await be.get(T, ["9"]))["9"].keys == odd.keys
+    finally:
+        await be.close()
+    with psycopg.connect(fresh_db, autocommit=True) as c:
+        stored = dict(c.execute("SELECT record_id, keys FROM nearsync.documents").fetchall())
+        assert stored == {"1": None, "2": None, "3": None, "9": odd.keys}
+        downgrade(s, "0011")
+        stored = dict(c.execute("SELECT record_id, keys FROM nearsync.documents").fetchall())
+        assert stored == {**{d.record_id: d.keys for d in signed}, "9": odd.keys}

@@ -179,10 +179,13 @@ def _golden_items() -> list[tuple[dict, int]]:
 def test_worker_wire_form_is_byte_for_byte_the_pinned_one() -> None:
     """``build_many`` with the PostgreSQL encoder (what a signature worker sends back) gives exactly
     the bytes the code gave before the issue 20 work: record id, version, the four JSON texts and
-    the three packed int64 arrays of every document, in chunks of 250 as the indexer builds them."""
+    the three packed int64 arrays of every document, in chunks of 250 as the indexer builds them.
+    The keys, no longer stored when they are the signature's own (migration 0012), are the JSON of
+    what a read rebuilds from the signature (``keys_of``): the same bytes as the keys stored before."""
+    import orjson
     import xxhash
 
-    from daemon.backends.pg_encoding import encode_document
+    from daemon.backends.pg_encoding import encode_document, keys_of
 
     builder = DocumentBuilder(SourceTable(SourceSettings(), "int"), SignatureParams(), "user", encoder=encode_document)
     items = _golden_items()
@@ -191,7 +194,9 @@ def test_worker_wire_form_is_byte_for_byte_the_pinned_one() -> None:
         for d in builder.build_many(items[i:i + 250]):
             assert not isinstance(d, RecordError), d
             e = d.encoded
-            for text in (d.record_id, str(d.version), e.scope, e.fields, e.signature, e.keys):
+            assert e.keys is None  # every one of these documents has its signature's own keys
+            keys = orjson.dumps(keys_of(orjson.loads(e.signature))).decode()
+            for text in (d.record_id, str(d.version), e.scope, e.fields, e.signature, keys):
                 digest.update(text.encode() + b"\x1e")
             for packed in (e.bottomk, e.minhash, e.key_hashes):
                 digest.update((b"N" if packed is None else packed) + b"\x1e")

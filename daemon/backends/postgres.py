@@ -35,6 +35,7 @@ from daemon.backends.pg_encoding import (
     encode,
     encode_document,
     key_hashes,
+    keys_of,
     packed_slices,
 )
 from daemon.errors import ConfigError
@@ -248,10 +249,14 @@ class PostgresBackend:
         for name, value in zip(ARRAY_COLUMNS, arrays, strict=True):  # stored apart (see upsert_documents)
             if value is not None:
                 sig[name] = value if type(value) is list else list(value)
+        if keys is not None:
+            key_list = loads(keys) or []
+        else:  # not stored: the signature's own keys (see pg_encoding.keys_of); none for plain sync
+            key_list = keys_of(sig) or []
         return IndexDocument(table=table, record_id=record_id, version=version,
                              fields=(loads(fields) if fields is not None else None) or {},
                              scope=(loads(scope) if scope is not None else None) or {},
-                             keys=(loads(keys) if keys is not None else None) or [], signature=sig)
+                             keys=key_list, signature=sig)
 
     @staticmethod
     def _cursor(conn: psycopg.AsyncConnection[Any]) -> psycopg.AsyncCursor[Any]:

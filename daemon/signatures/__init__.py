@@ -30,7 +30,8 @@ from .minhash import MINHASH_EMPTY, jaccard_from_minhash, minhash
 from .params import SIGNATURE_SCHEMA_VERSION, SignatureParams, signatures_enabled
 from ._hashing import hash64, hash_tokens
 from .shingles import ngram_hashes, sentence_shingles, shingle_hashes, word_ngrams
-from .signature import DOCUMENT_KEYS, MAX_TEXT_CHARS, Signature, TextSketch, compute_signature, text_sketch
+from .signature import (DOCUMENT_KEYS, MAX_TEXT_CHARS, Signature, TextSketch, candidate_keys, compute_signature,
+                        text_sketch)
 from .simhash import block_keys, hamming, simhash, simhash_from_hashes
 from .supertokens import super_tokens
 from .text import LANGUAGES, TextOptions, normalise_text, sentences, tokens, tokens_from_words, words
@@ -46,6 +47,7 @@ __all__ = [
     "TextOptions",
     "TextSketch",
     "band_keys",
+    "candidate_keys",
     "block_keys",
     "bottomk_jaccard",
     "bottomk_similar",

@@ -76,8 +76,9 @@ class Signature:
     text: str
 
     def keys(self) -> list[str]:
-        """All candidate keys: bands, then simhash blocks, then super tokens; deduplicated, order stable."""
-        return list(dict.fromkeys((*self.bands, *self.blocks, *self.super)))
+        """All candidate keys: bands, then simhash blocks, then super tokens; deduplicated, order stable
+        (:func:`candidate_keys`)."""
+        return candidate_keys(self.bands, self.blocks, self.super)
 
     def to_document(self) -> dict[str, Any]:
         """JSON-serialisable dict with exactly the keys of :data:`DOCUMENT_KEYS`; ints fit signed int64.
@@ -120,6 +121,13 @@ class Signature:
                 raise ValueError(f"signature document: {key!r} must be a list of strings")
             values[key] = tuple(items)
         return cls(**values)
+
+
+def candidate_keys(bands: Sequence[str], blocks: Sequence[str], supers: Sequence[str]) -> list[str]:
+    """A signature's candidate keys from its lists: ``bands``, then ``blocks``, then ``supers``, each
+    key once, in that order (what :meth:`Signature.keys` returns, and what the PostgreSQL backend
+    rebuilds from a stored signature instead of storing the keys twice)."""
+    return list(dict.fromkeys((*bands, *blocks, *supers)))
 
 
 def _check_list(value: Any, key: str) -> Sequence[Any]:
