@@ -158,14 +158,20 @@ def int64_bytes(values: Any) -> bytes | None:
 
 
 def keys_of(signature: Mapping[str, Any]) -> list[str] | None:
-    """The candidate keys of a signed document rebuilt from its signature document:
-    :func:`~daemon.signatures.candidate_keys` of its ``bands``, ``blocks`` and ``super``, then
-    :data:`~daemon.backends.base.SCOPE_KEY` (what ``signed_document`` gives it). ``None`` when the
-    signature lacks one of those lists (not a signature the daemon built)."""
+    """The candidate keys of a signed document rebuilt from its signature document.
+
+    Args:
+        signature: a signature document (``Signature.to_document()``, with or without the lists
+            stored in columns of their own).
+    Returns:
+        :func:`~daemon.signatures.candidate_keys` of its ``bands``, ``blocks`` and ``super``, then
+        :data:`~daemon.backends.base.SCOPE_KEY` (the keys ``signed_document`` gives the document);
+        ``None`` when one of those three is missing or not a list (not a signature the daemon built).
+    """
     parts = (signature.get("bands"), signature.get("blocks"), signature.get("super"))
     if not all(type(p) is list for p in parts):
         return None
-    return [*candidate_keys(*parts), SCOPE_KEY]  # type: ignore[arg-type]  # lists, checked above
+    return [*candidate_keys(*parts), SCOPE_KEY]
 
 
 def encode(doc: IndexDocument) -> EncodedDocument:
