@@ -147,7 +147,7 @@ def lookups(dsn: str, samples: int, seed: int) -> list[tuple[str, list[int]]]:
         ids = [str(i) for i in random.Random(seed).sample(range(1, n + 1), samples)]
         rows = c.execute("SELECT record_id, scope, keys, signature FROM nearsync.documents WHERE table_name = %s "
                          "AND record_id = ANY(%s)", (TABLE, ids)).fetchall()
-    # keys NULL: the signature's own (migration 0012), rebuilt as the backend's reads do
+    # keys NULL: the signature's own (migration 0013), rebuilt as the backend's reads do
     found = {rid: sorted(key_hashes(TABLE, scope, keys if keys is not None else keys_of(sig) or []))
              for rid, scope, keys, sig in rows}
     return [(rid, found[rid]) for rid in ids if found.get(rid)]

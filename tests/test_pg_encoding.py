@@ -121,10 +121,10 @@ def test_documents_pickle_back_whole() -> None:
     assert back.side == ("prepared", 1) and back.signature == d.signature and back.keys == d.keys
 
 
-async def test_signed_keys_are_stored_once_and_read_back_on_both_sides_of_0012(fresh_db: str) -> None:
+async def test_signed_keys_are_stored_once_and_read_back_on_both_sides_of_0013(fresh_db: str) -> None:
     """A document whose keys are its signature's own (every document the daemon signs) is stored
     with ``keys`` NULL and read back with the same keys, rebuilt from its signature; keys that are
-    not the signature's own are stored as before. The downgrade of migration 0012 writes the rebuilt
+    not the signature's own are stored as before. The downgrade of migration 0013 writes the rebuilt
     keys into the rows, as the code before it reads them."""
     from daemon.backends.base import SCOPE_KEY
     from daemon.capture.source import SourceTable
@@ -154,6 +154,6 @@ async def test_signed_keys_are_stored_once_and_read_back_on_both_sides_of_0012(f
     with psycopg.connect(fresh_db, autocommit=True) as c:
         stored = dict(c.execute("SELECT record_id, keys FROM nearsync.documents").fetchall())
         assert stored == {"1": None, "2": None, "3": None, "9": odd.keys}
-        downgrade(s, "0011")
+        downgrade(s, "0012")
         stored = dict(c.execute("SELECT record_id, keys FROM nearsync.documents").fetchall())
         assert stored == {**{d.record_id: d.keys for d in signed}, "9": odd.keys}

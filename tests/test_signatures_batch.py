@@ -180,7 +180,7 @@ def test_worker_wire_form_is_byte_for_byte_the_pinned_one() -> None:
     """``build_many`` with the PostgreSQL encoder (what a signature worker sends back) gives exactly
     the bytes the code gave before the issue 20 work: record id, version, the four JSON texts and
     the three packed int64 arrays of every document, in chunks of 250 as the indexer builds them.
-    The keys, no longer stored when they are the signature's own (migration 0012), are the JSON of
+    The keys, no longer stored when they are the signature's own (migration 0013), are the JSON of
     what a read rebuilds from the signature (``keys_of``): the same bytes as the keys stored before."""
     import orjson
     import xxhash

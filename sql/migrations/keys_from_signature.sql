@@ -1,4 +1,4 @@
--- Migration 0012: a signed document's candidate keys are its signature's band, block and super-token
+-- Migration 0013: a signed document's candidate keys are its signature's band, block and super-token
 -- keys (each once, in that order) followed by "s:scope" (daemon.backends.base.SCOPE_KEY). The
 -- PostgreSQL backend now leaves nearsync.documents.keys NULL for such a document and rebuilds the
 -- list from the signature when it reads it (daemon.backends.pg_encoding.keys_of), instead of

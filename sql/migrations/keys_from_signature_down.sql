@@ -1,4 +1,4 @@
--- Undo migration 0012: older code reads a NULL keys column as "no keys", so write the keys back into
+-- Undo migration 0013: older code reads a NULL keys column as "no keys", so write the keys back into
 -- every live document that left them NULL: the distinct band, block and super-token keys of its
 -- signature in first-seen order, then "s:scope" (what daemon.backends.pg_encoding.keys_of rebuilds).
 UPDATE nearsync.documents d

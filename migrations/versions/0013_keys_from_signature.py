@@ -1,15 +1,15 @@
 """Candidate keys no longer stored twice: ``nearsync.documents.keys`` is NULL when they are the signature's own.
 
-Revision ID: 0012
-Revises: 0011
+Revision ID: 0013
+Revises: 0012
 """
 
 from alembic import op
 
 from daemon.db.queries import script
 
-revision = "0012"
-down_revision = "0011"
+revision = "0013"
+down_revision = "0012"
 branch_labels = None
 depends_on = None
 
