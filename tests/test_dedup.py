@@ -9,8 +9,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from daemon.backends.base import DeleteOp, Outcome
-from daemon.config import Settings
+from daemon.backends.base import Candidate, DeleteOp, IndexDocument, Outcome
+from daemon.config import Settings, settings_from_mapping
+from daemon.dedup import worker as dedup_worker
+from daemon.dedup.settings import dedup_options
 from daemon.ops.migrate import sync_triggers
 from daemon.ops.reindex import reindex, verify
 from daemon.service import opened_backend
@@ -435,3 +437,30 @@ async def test_a_column_of_ones_own_is_indexed_and_scored(dsettings: Settings) -
     dead = await dead_letters(s.dsn)
     assert [(q, rid) for q, rid, _, _ in dead] == [("index", bad)]
     assert dead[0][3].startswith("year: must be a number") and "'next year'" in dead[0][3]
+
+
+def test_a_pair_known_below_the_threshold_takes_its_known_score_and_is_not_scored_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """score_found with the worker's memo (``known``) gives the scores and flags it gives without it,
+    and scores only the pairs not known below the potential threshold."""
+    options = dedup_options(settings_from_mapping({}, env={}))
+    docs = [IndexDocument("public.ads", str(i), 7, {k: ad[k] for k in ("title", "body", "price", "lat", "lon")})
+            for i, ad in enumerate((ORIGINAL, EDITED, OTHER_PRODUCT, OTHER_PRODUCT | {"price": 90.0}), start=1)]
+    me, cands = docs[0], [Candidate(d.record_id, 1, d) for d in docs[1:]]
+    plain = dedup_worker.score_found(me.record_id, me, cands, options)
+    scores = {(x.a, x.b, 7, 7): x.score.score for x in plain.scored}
+    below = sum(x.flag is None for x in plain.scored)
+    assert 0 < below < len(cands)  # both kinds of pair are in the test
+    calls = []
+    real = dedup_worker.score_sides
+
+    def counting(a: Any, b: Any, cfg: Any) -> Any:
+        calls.append(1)
+        return real(a, b, cfg)
+
+    monkeypatch.setattr(dedup_worker, "score_sides", counting)
+    memo = dedup_worker.score_found(me.record_id, me, cands, options, known=scores.get)
+    assert [(x.a, x.b, x.score.score, x.flag) for x in memo.scored] == \
+        [(x.a, x.b, x.score.score, x.flag) for x in plain.scored]
+    assert memo.reused == below and len(calls) == len(cands) - below
+    assert [x.score for x in memo.scored if x.flag] == [x.score for x in plain.scored if x.flag]  # reasons too
