@@ -464,3 +464,23 @@ def test_a_pair_known_below_the_threshold_takes_its_known_score_and_is_not_score
         [(x.a, x.b, x.score.score, x.flag) for x in plain.scored]
     assert memo.reused == below and len(calls) == len(cands) - below
     assert [x.score for x in memo.scored if x.flag] == [x.score for x in plain.scored if x.flag]  # reasons too
+
+
+async def test_lookups_sent_ahead_chunk_by_chunk_score_as_one_lookup(dsettings: Settings,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """score_candidates_many sends the next chunk's lookup before scoring the current one: the
+    scored candidates are those of one lookup for all the records."""
+    s = dsettings
+    async with running_indexer(s), running_worker(s):
+        ids = [await add(s.dsn, ad) for ad in (ORIGINAL, EDITED, OTHER_PRODUCT, ORIGINAL, EDITED)]
+        await settle(s)
+    async with opened_backend(s) as backend:
+        docs = await backend.get("public.ads", ids)
+        items = [(rid, docs[rid]) for rid in ids]
+        options = dedup_options(s)
+        whole = await dedup_worker.score_candidates_many("public.ads", items, backend, options)
+        monkeypatch.setattr(dedup_worker, "LOOKUP_CHUNK", 2)  # three chunks, two of them looked up ahead
+        chunked = await dedup_worker.score_candidates_many("public.ads", items, backend, options)
+    assert [[(x.a, x.b, x.score.score, x.flag) for x in r.scored] for r in chunked] == \
+        [[(x.a, x.b, x.score.score, x.flag) for x in r.scored] for r in whole]
+    assert all(any(r.scored for r in whole[i : i + 2]) for i in (0, 2, 4))  # each chunk has candidates

@@ -29,6 +29,7 @@ workers run. The exceptions depend on other records: the candidate cap, and a sc
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -233,7 +234,10 @@ async def score_candidates_many(table: str, items: Sequence[tuple[str, IndexDocu
                                 known: Callable[[tuple[str, str, int, int]], float | None] | None = None,
                                 ) -> list[ScoredCandidates]:
     """:func:`score_candidates` for several records of the database with one lookup of each kind
-    (:func:`lookup_candidates`) per :data:`LOOKUP_CHUNK` records.
+    (:func:`lookup_candidates`) per :data:`LOOKUP_CHUNK` records. The next chunk's lookup is sent
+    before the current chunk is scored, so the index works on it while this process scores (the
+    lookups only read; what each pair scores does not depend on when it was looked up, and the
+    links are checked against the current documents under the worker's lock anyway).
 
     Args:
         items: ``(record_id, document)`` pairs.
@@ -243,12 +247,19 @@ async def score_candidates_many(table: str, items: Sequence[tuple[str, IndexDocu
     Raises:
         TransientIndexError: the index is unreachable.
     """
+    parts = [items[start : start + LOOKUP_CHUNK] for start in range(0, len(items), LOOKUP_CHUNK)]
     out: list[ScoredCandidates] = []
-    for start in range(0, len(items), LOOKUP_CHUNK):
-        part = items[start : start + LOOKUP_CHUNK]
-        found = await lookup_candidates(table, part, backend, options)
-        out += [score_found(rid, doc, cands, options, cap=cap, exhaustive=exhaustive, known=known)
-                for (rid, doc), (cands, cap, exhaustive) in zip(part, found, strict=True)]
+    ahead: asyncio.Task[list[tuple[list[Candidate], int, bool]]] | None = None
+    try:
+        for i, part in enumerate(parts):
+            found = await (ahead if ahead is not None else lookup_candidates(table, part, backend, options))
+            ahead = (asyncio.ensure_future(lookup_candidates(table, parts[i + 1], backend, options))
+                     if i + 1 < len(parts) else None)
+            out += [score_found(rid, doc, cands, options, cap=cap, exhaustive=exhaustive, known=known)
+                    for (rid, doc), (cands, cap, exhaustive) in zip(part, found, strict=True)]
+    finally:  # scoring failed: do not leave the lookup running, nor its error unretrieved
+        if ahead is not None and not ahead.cancel() and not ahead.cancelled():
+            ahead.exception()
     return out
 
 
