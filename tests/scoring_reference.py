@@ -82,7 +82,7 @@ def field_similarity(
                 ma, mb = m.title_models(str(ta)), m.title_models(str(tb))
                 if ma and mb:
                     if codes_conflict(ma, mb, a, b, p["partial_min_len"]):
-                        return 0.0 if p["negative"] else None
+                        return None if m.separate_schemes(ma, mb, p["partial_min_len"]) else 0.0 if p["negative"] else None
                     sim = m.exact_similarity(ma, mb, **kw)
                     if sim == 0.0:  # one title's model is named elsewhere in the other record
                         cross = [m.exact_similarity(ma, b, **kw), m.exact_similarity(a, mb, **kw)]

@@ -274,7 +274,7 @@ async def test_two_workers_produce_the_same_flags_as_one(dsettings: Settings) ->
 async def _redo_all(dsn: str) -> None:
     """Clear the worker's output and queue every record for dedup again."""
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
-        await c.execute("TRUNCATE nearsync.duplicate_flags, nearsync.clusters, nearsync.dedup_links")
+        await c.execute("TRUNCATE nearsync.duplicate_flags, nearsync.clusters, nearsync.dedup_links, nearsync.dedup_parts")
         await c.execute("INSERT INTO nearsync.index_tracking (queue, table_name, record_id, op, seq) "
                         "SELECT 'dedup', 'public.ads', id::text, 'U', nextval('nearsync.change_seq') FROM ads")
 
@@ -437,6 +437,79 @@ async def test_a_column_of_ones_own_is_indexed_and_scored(dsettings: Settings) -
     dead = await dead_letters(s.dsn)
     assert [(q, rid) for q, rid, _, _ in dead] == [("index", bad)]
     assert dead[0][3].startswith("year: must be a number") and "'next year'" in dead[0][3]
+
+
+async def _redo_in_order(dsn: str, descending: bool) -> None:
+    """Clear the worker's output and queue every record for dedup again, by id ascending or descending."""
+    order = "DESC" if descending else "ASC"
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
+        await c.execute("TRUNCATE nearsync.duplicate_flags, nearsync.clusters, nearsync.dedup_links, nearsync.dedup_parts")
+        await c.execute("DELETE FROM nearsync.index_tracking WHERE queue = 'dedup'")
+        await c.execute("INSERT INTO nearsync.index_tracking (queue, table_name, record_id, op, seq) "
+                        "SELECT 'dedup', 'public.ads', id::text, 'U', nextval('nearsync.change_seq') "
+                        f"FROM (SELECT id FROM ads ORDER BY id {order}) o")
+
+
+async def _clusters(dsn: str) -> dict[str, str]:
+    """``{record_id: original_id}`` of every cluster row."""
+    async with await psycopg.AsyncConnection.connect(dsn) as c:
+        cur = await c.execute("SELECT record_id, original_id FROM nearsync.clusters")
+        return {r[0]: r[1] for r in await cur.fetchall()}
+
+
+async def test_a_component_over_max_component_gives_the_same_flags_whatever_the_order(dsettings: Settings) -> None:
+    """A linked component larger than ``max_component`` is cut into parts by the link-score ladder
+    (the weakest links first), a function of the links: processing order and batch size do not
+    change the flags (they did when the component walk was cut where the walk from the batch
+    stopped)."""
+    s = with_dedup(dsettings, potential_threshold=40, duplicate_threshold=60, max_component=10,
+                   cluster={"max_size": 20, "min_density": 0.0})
+    async with running_indexer(s):
+        for i in range(16):
+            await add(s.dsn, chain_ad(i), f"now() - interval '{100 - i} minutes'")
+        for j, (cam, lap) in enumerate(((0, 8), (1, 9))):  # two bundles, each weakly like both groups
+            await add(s.dsn, chain_ad(cam) | {
+                "title": f"{chain_ad(cam)['title']} with {chain_ad(lap)['title']} bundle",
+                "body": f"{chain_ad(cam)['body']} {chain_ad(lap)['body']}", "price": 1200.0 + j},
+                f"now() - interval '{50 - j} minutes'")
+        await wait_until(lambda: _pending_index(s.dsn, 18), timeout=60)
+    results = []
+    for batch_size, descending in ((4, False), (3, True), (16, False), (1, True)):
+        await _redo_in_order(s.dsn, descending)
+        async with running_worker(with_daemon(s, concurrency=1, batch_size=batch_size)):
+            await settle(s)
+        results.append((await flags(s.dsn), await _clusters(s.dsn)))
+    async with await psycopg.AsyncConnection.connect(s.dsn) as c:
+        weakest = await (await c.execute("SELECT min(score), count(*) FROM nearsync.dedup_links")).fetchone()
+        parts = await (await c.execute("SELECT part_id, min(level), count(*) FROM nearsync.dedup_parts "
+                                       "GROUP BY part_id ORDER BY 3")).fetchall()
+    # One component of all 18 (the bundles link the two groups); cut at a level above the weak
+    # links into parts of at most 10: the cameras, and the laptops with the bundles.
+    assert weakest is not None and weakest[0] < 60 and weakest[1] > 16
+    assert [n for _, _, n in parts] == [8, 10] and all(level > 0 for _, level, _ in parts), parts
+    assert len(results[0][0]) >= 14, results[0]
+    assert all(r == results[0] for r in results[1:]), results
+
+
+async def test_a_shops_item_number_and_a_makers_model_number_are_no_conflict(dsettings: Settings) -> None:
+    """metrics.separate_schemes: one listing titled with an all-digit item number (``26110``), another
+    with the maker's model number (``COOLPIXS550PL``) of the same camera in the same colour are one
+    item (flagged); two item numbers of one scheme that differ (``26110`` / ``26108``) are two items,
+    and a colour conflict still separates a pair whose codes are of two schemes."""
+    s = dsettings
+    body = "Nikon Coolpix S550, 10 megapixels, 5x optical zoom, 2.5 inch screen. New in box, shipped within two days."
+    ad = ORIGINAL | {"body": body, "price": 199.0}
+    async with running_indexer(s), running_worker(s):
+        plum = await add(s.dsn, ad | {"title": "Nikon Coolpix S550 Digital Camera - Plum - 26110"},
+                         "now() - interval '2 days'")
+        makers = await add(s.dsn, ad | {"title": "Nikon CoolPix S550 Plum Digital Camera - COOLPIXS550PL"})
+        other_number = await add(s.dsn, ad | {"title": "Nikon Coolpix S550 Digital Camera - Plum - 26108"},
+                          "now() - interval '1 day'")
+        black_makers = await add(s.dsn, ad | {"title": "Nikon CoolPix S550 Black Digital Camera - COOLPIXS550BK"})
+        await settle(s)
+    got = await flags(s.dsn)
+    assert got[makers][1] == plum
+    assert other_number not in got and black_makers not in got and plum not in got
 
 
 def test_a_pair_known_below_the_threshold_takes_its_known_score_and_is_not_scored_again(

@@ -369,6 +369,14 @@ def test_colours_and_title_codes_tell_a_line_s_items_apart() -> None:
     assert m.codes_conflict(frozenset({"3780001"}), frozenset({"3880001"}), [], [])
     # a typo in one title's code, the right code in the other's body: no conflict
     assert not m.codes_conflict(frozenset({"de5x58784"}), frozenset({"de55x8784"}), ["de5x58784"], ["de55x8784", "de5x58784"])
+    # a shop's all-digit item number against the maker's model number: two schemes, no evidence either
+    # way; two numbers of one scheme that differ are two items (a shared model number aside: S550)
+    nikon = "Nikon Coolpix S550 Digital Camera - Plum - {}"
+    assert m.separate_schemes(m.title_models(nikon.format("26110")), m.title_models(nikon.format("COOLPIXS550PL")))
+    assert "models" not in _pair({"title": nikon.format("26110")}, {"title": nikon.format("COOLPIXS550PL")}).reasons
+    assert not m.separate_schemes(m.title_models(nikon.format("26110")), m.title_models(nikon.format("26108")))
+    assert _pair({"title": nikon.format("26110")}, {"title": nikon.format("26108")}).reasons["models"]["similarity"] == 0
+    assert not m.separate_schemes(frozenset({"26110", "s550pl"}), frozenset({"coolpixs550pl"}))  # one side names both kinds
 
 
 def test_prefix_matching_by_sets_equals_the_walk() -> None:

@@ -149,6 +149,29 @@ class Report:
     total_s: float = 0.0
     rows: int = 0
 
+    def violations(self, cfg: ChaosConfig) -> list[str]:
+        """The run's broken invariants, each a short description (empty when the run is sound): work
+        done and faults injected as configured (``cfg.faults_per_kind`` of each of ``cfg.kinds()``),
+        the queue drained, no lost change, every poison record dead-lettered, some flags and none
+        doubled or stale, and flags equal to a clean single-worker pass over the final table (flags
+        are a function of the data). Used by :func:`main` (exit 1) and by ``tests/test_chaos.py``."""
+        checks = [
+            (self.changes_applied > 0 and self.poison_inserted > 0, "no changes or no poison records applied"),
+            (self.faults == {k: cfg.faults_per_kind for k in cfg.kinds()}, f"faults injected {self.faults}"),
+            (self.pending_after_drain == 0, f"{self.pending_after_drain} changes pending after the drain"),
+            (self.lost_changes == 0, f"{self.lost_changes} changes lost {self.lost_detail}"),
+            (self.poison_not_dead_lettered == 0, f"{self.poison_not_dead_lettered} poison records not dead-lettered"),
+            (self.dead_letters >= self.poison_inserted,
+             f"{self.dead_letters} dead letters for {self.poison_inserted} poison records"),
+            (self.flags > 0, "no flags at all"),
+            (self.duplicate_flags == 0, f"{self.duplicate_flags} records flagged twice"),
+            (self.stale_flags == 0, f"{self.stale_flags} stale flags {self.stale_flag_examples}"),
+            ((self.flags_missing_vs_clean, self.flags_extra_vs_clean, self.flags_differing_vs_clean) == (0, 0, 0),
+             f"flags differ from the clean pass: {self.flags_missing_vs_clean} missing, {self.flags_extra_vs_clean} "
+             f"extra, {self.flags_differing_vs_clean} differing {self.flag_mismatch_examples}"),
+        ]
+        return [what for ok, what in checks if not ok]
+
     def summary(self) -> dict[str, Any]:
         """JSON-able figures, with recovery p50/max per fault kind (s) and throughput (changes/s)."""
         out = {k: v for k, v in self.__dict__.items() if k != "recovery_s"}
@@ -615,8 +638,9 @@ async def run_chaos(cfg: ChaosConfig) -> Report:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI: run the chaos suite, print the JSON report; exit 1 on lost changes, double or stale flags,
-    flags that differ from the clean rerun, or poison records not dead-lettered."""
+    """CLI: run the chaos suite, print the JSON report; exit 1 (each broken invariant on stderr) when
+    :meth:`Report.violations` finds any: lost changes, double or stale flags, flags that differ from
+    the clean rerun, poison records not dead-lettered, faults not injected as asked."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--duration", type=float, default=45.0, help="seconds of load (default 45)")
     p.add_argument("--faults-per-kind", type=int, default=2)
@@ -628,12 +652,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--work-dir", type=Path)
     a = p.parse_args(argv)
-    report = asyncio.run(run_chaos(ChaosConfig(duration_s=a.duration, faults_per_kind=a.faults_per_kind, seed=a.seed,
-                                               rate=a.rate, poison_every=a.poison_every, backend=a.backend,
-                                               daemons=a.daemons, workers=a.workers, work_dir=a.work_dir)))
+    cfg = ChaosConfig(duration_s=a.duration, faults_per_kind=a.faults_per_kind, seed=a.seed, rate=a.rate,
+                      poison_every=a.poison_every, backend=a.backend, daemons=a.daemons, workers=a.workers,
+                      work_dir=a.work_dir)
+    report = asyncio.run(run_chaos(cfg))
     print(json.dumps(report.summary(), indent=2))
-    bad = (report.lost_changes or report.duplicate_flags or report.stale_flags or report.poison_not_dead_lettered
-           or report.flags_missing_vs_clean or report.flags_extra_vs_clean or report.flags_differing_vs_clean)
+    bad = report.violations(cfg)
+    for what in bad:
+        print(f"chaos: {what}", file=sys.stderr)
     return 1 if bad else 0
 
 

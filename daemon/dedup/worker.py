@@ -13,7 +13,8 @@ record there, in its acknowledging transaction):
    the score does not depend on which side was processed);
 4. in one transaction under a per-table advisory lock, the record's links (pairs scoring at least
    ``potential_threshold``) are replaced, and the connected component(s) around it — old and new —
-   are re-clustered (:func:`daemon.dedup.clusters.average_link_clusters`: a record joins a group only
+   are re-clustered (a component over ``max_component`` records is cut into parts by a ladder of
+   link-score levels, :mod:`daemon.dedup.parts`, and its changed parts are re-clustered) (:func:`daemon.dedup.clusters.average_link_clusters`: a record joins a group only
    when its mean score to the whole group reaches the potential threshold, and never beside a record
    it has evidence against, :func:`daemon.scoring.evidence_against`; or, with
    ``cluster.method = "leiden"``, :func:`~daemon.dedup.clusters.build_clusters`). Every non-original
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+from functools import partial
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -43,6 +45,7 @@ from daemon.backends.base import (Candidate, CandidateQuery, IndexBackend, Index
                                    shared_keys)
 from daemon.dedup.ids import canonical, record_id_key
 from daemon.dedup.clusters import average_link_clusters, build_clusters, respect_cannot_links
+from daemon.dedup.parts import Part, cut_into_parts, part_levels
 from daemon.dedup.settings import DedupOptions
 from daemon.logs import get_logger
 from daemon.capture.loop import BatchResult
@@ -488,14 +491,15 @@ class DedupHandler:
             await conn.execute(query("dedup_lock"), {"table": self.table})
             new_links, current = await self._revalidate(conn, ids, scored, seen, exhaustive)
             new_links = await self._drop_dismissed(conn, new_links, current)
-            cur = await conn.execute(query("delete_links_of"), {"table": self.table, "ids": ids})
             linked = {x.a for x in new_links} | {x.b for x in new_links}
+            cur = await conn.execute(query("delete_links_of"), {"table": self.table, "ids": ids,
+                                                                "partners": sorted(linked)})
             if new_links:
                 await conn.execute(query("insert_links"), {
                     "table": self.table, "a": [x.a for x in new_links], "b": [x.b for x in new_links],
                     "score": [x.score for x in new_links], "reasons": [jsoncodec.dumps(x.reasons) for x in new_links],
                     "summary": [x.summary for x in new_links]})
-            seeds = {r[0] for r in await cur.fetchall()}  # the batch, former partners, their cluster mates
+            seeds = {r[0] for r in await cur.fetchall()}  # the batch, former partners, cluster and part mates
             # The batch's links were all replaced above, so a batch record without a new link has no
             # link at all: its component is itself, no need to walk the link graph from it.
             result.counts["flags"] = await self._recluster(conn, sorted(seeds | linked), current, set(ids) - linked)
@@ -628,8 +632,9 @@ class DedupHandler:
 
     async def _recluster(self, conn: psycopg.AsyncConnection[Any], seeds: list[str],
                          known: dict[str, IndexDocument], unlinked: set[str] | frozenset[str] = frozenset()) -> int:
-        """Recompute clusters and flags of the components around ``seeds``; returns flags written
-        (call in a transaction, best in pipeline mode: the writes are sent, not waited for).
+        """Recompute clusters and flags of the components around ``seeds`` (their parts, when a
+        component is over ``max_component``: :meth:`_parts`); returns flags written (call in a
+        transaction, best in pipeline mode: the writes are sent, not waited for).
 
         ``known``: documents already read under the same lock (their ids that are absent from it are
         fetched; an id in ``known`` whose record is gone is simply missing from it). ``unlinked``:
@@ -637,20 +642,10 @@ class DedupHandler:
         without walking the link graph from them)."""
         cfg = self.options.scoring
         start = [x for x in seeds if x not in unlinked]
-        max_nodes = self.options.max_component + len(start)
-        if start:
-            cur = await conn.execute(query("component_links"), {"table": self.table, "ids": start,
-                                                                "max_nodes": max_nodes})
-            row = await cur.fetchone()
-            assert row is not None  # an aggregate always returns its row
-            nodes, a, b, score, reasons, summary = row
-        else:  # every seed is known to have no link: the query would return no node and no link
-            nodes = a = b = score = reasons = summary = None
-        comp = sorted(set(nodes or ()) | set(seeds))
-        if len(nodes or ()) >= max_nodes:  # the limit is on growth beyond the start
-            log.warning("component truncated", size=len(nodes), max_component=self.options.max_component)
-        links = [Link(*x) for x in zip(a or (), b or (), map(float, score or ()), reasons or (), summary or (),
-                                       strict=True)]
+        # Every seed known to have no link is its own part: no walk of the link graph from it.
+        parts = await self._parts(conn, start) if start else []
+        comp = sorted({n for p in parts for n in p.nodes} | set(seeds))
+        links = [x for p in parts for x in p.links]
         # Only linked records are clustered and flagged, so only their documents are needed (most of
         # a batch's records have no link at all).
         ends = sorted({x.a for x in links} | {x.b for x in links})
@@ -713,9 +708,46 @@ class DedupHandler:
                 flag = decide(link.score, cfg) or "potential_duplicate"
                 flags.append((m, flag, cl.original, cl.id, link))
         flags = self._keep_confirmed(flags, decided.get("duplicate", set()))
-        # No result is read: in the caller's pipeline the four writes go out with its COMMIT.
+        # No result is read: in the caller's pipeline the writes go out with its COMMIT.
+        await self._write_parts(conn, comp, parts)
         await self._write_clusters_and_flags(conn, comp, members, flags, docs)
         return len(flags)
+
+    async def _walk(self, conn: psycopg.AsyncConnection[Any], start: list[str], min_score: float,
+                    limit: int) -> tuple[list[str], list[Link]]:
+        """The component(s) of ``start`` over the links scored at least ``min_score`` (at most
+        ``limit`` records) and those links among them (query ``component_links``)."""
+        cur = await conn.execute(query("component_links"), {"table": self.table, "ids": start,
+                                                            "max_nodes": limit, "min_score": min_score})
+        row = await cur.fetchone()
+        assert row is not None  # an aggregate always returns its row
+        nodes, a, b, score, reasons, summary = row
+        return list(nodes or ()), [Link(*x) for x in zip(a or (), b or (), map(float, score or ()), reasons or (),
+                                                         summary or (), strict=True)]
+
+    async def _parts(self, conn: psycopg.AsyncConnection[Any], start: list[str]) -> list[Part]:
+        """The parts of the link graph holding ``start``: their whole components when each holds
+        at most ``max_component`` records, else the score ladder's parts
+        (:func:`daemon.dedup.parts.cut_into_parts`), so that the clusters are a function of the
+        links whatever the order records are processed in."""
+        cap = self.options.max_component
+        parts = await cut_into_parts(start, partial(self._walk, conn), cap=cap,
+                                     levels=part_levels(self.options.scoring.potential_threshold))
+        for p in parts:
+            if p.truncated:
+                log.warning("component truncated", size=len(p.nodes), max_component=cap, level=p.level)
+        return parts
+
+    async def _write_parts(self, conn: psycopg.AsyncConnection[Any], comp: list[str], parts: list[Part]) -> None:
+        """Replace the stored parts (``nearsync.dedup_parts``) of the records ``comp``: a row for each
+        member of a part of two or more records; no result is read."""
+        rows = [(n, p.part_id, p.level) for p in parts if len(p.nodes) > 1 for n in p.nodes]
+        await conn.execute(query("clear_parts_except"), {"table": self.table, "ids": comp,
+                                                         "keep": [r[0] for r in rows]})
+        if rows:
+            await conn.execute(query("upsert_parts"), {"table": self.table, "record_ids": [r[0] for r in rows],
+                                                       "part_ids": [r[1] for r in rows],
+                                                       "levels": [r[2] for r in rows]})
 
     async def _write_clusters_and_flags(self, conn: psycopg.AsyncConnection[Any], comp: list[str],
                                         members: list[tuple[str, str, str]],

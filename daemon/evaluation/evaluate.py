@@ -457,7 +457,7 @@ def _write_out(out: Path, ds: Dataset, raw: dict[str, Any], pred: set[tuple[str,
     with (out / "links.csv").open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["a", "b", "score", "flag_of_b", "in_cluster_pairs", "true", "summary", "reasons", "a_title", "b_title"])
-        for a, b, s, summ, reasons in sorted(raw["links"], key=lambda x: -x[2]):
+        for a, b, s, summ, reasons in sorted(raw["links"], key=lambda x: (-x[2], x[0], x[1])):
             p = tuple(sorted((a, b)))
             w.writerow([a, b, s, (raw["flags"].get(b) or {}).get("flag", ""), p in pred, p in truth, summ,
                         json.dumps(reasons), title(a), title(b)])

@@ -180,7 +180,7 @@ def comparator(spec: FieldSpec) -> Comparator:
             if not (ma and mb):
                 return exact(a, b)
             if m.codes_conflict_sets(ma, mb, a.identifier_set(name), b.identifier_set(name), min_len):
-                return 0.0 if negative else None
+                return None if m.separate_schemes(ma, mb, min_len) else 0.0 if negative else None
             sa, sb = a.title_code_set(iq), b.title_code_set(iq)
             sim = exact_sets(sa, sb, **kw)
             if sim == 0.0:  # one title's model is named elsewhere in the other record

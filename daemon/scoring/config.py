@@ -48,7 +48,9 @@ METRIC_PARAMS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
         # ignore_quantities: drop "1080p", "120hz"-like values (see metrics.is_quantity).
         # title_first: when both titles carry model numbers, compare those (a body may name
         # compatible products; the title names the one for sale); titles that disagree still match
-        # when one title's model number is named anywhere in the other record (a typo in a title).
+        # when one title's model number is named anywhere in the other record (a typo in a title);
+        # one title's all-digit item number against the other's letters-and-digits model number is
+        # no evidence either way (two numbering schemes: metrics.separate_schemes).
         "exact": MappingProxyType(
             {"partial": 0.0, "partial_min_len": 4, "negative": True, "ignore_quantities": False,
              "common_prefix": True, "title_first": False}
@@ -96,7 +98,9 @@ EVIDENCE = ("both", "positive")
 #:   (``FS105`` / ``FS105NA`` is one product, ``CSIA4BK`` / ``CSIA4C`` two colours, ``MB565LL``
 #:   / ``MB913LL`` two products); the titles' own model numbers are compared when both have some
 #:   (``title_first``), since a body may name compatible products, unless one title's model number
-#:   is named anywhere in the other record. A prefix variant is half evidence (``partial`` 0.5):
+#:   is named anywhere in the other record, or unless one title's unshared codes are all-digit item
+#:   numbers and the other's letters-and-digits model numbers (``26110`` / ``COOLPIXS550PL``: two
+#:   numbering schemes, no evidence either way). A prefix variant is half evidence (``partial`` 0.5):
 #:   in one seller's ads ``CNP2000`` / ``CNP2000H`` or ``SX110IS`` / ``SX110ISB`` are most often the
 #:   seller's two variants of a product line, while a repost copies its model number as it was; the
 #:   ``products`` profile gives it 0.9 (shops append their own regional or packaging suffix to the

@@ -446,6 +446,37 @@ def codes_conflict_sets(a_title_codes: frozenset[str], b_title_codes: frozenset[
     return not (any(_matches_set(x, b_set, min_len) for x in only_a) or any(_matches_set(y, a_set, min_len) for y in only_b))
 
 
+def separate_schemes(a_title_codes: frozenset[str], b_title_codes: frozenset[str], min_len: int = 4) -> bool:
+    """Whether the codes two titles do not share come from different numbering schemes, so that
+    their difference is no evidence either way: every code of one title that the other title lacks
+    (neither equal nor a prefix variant, as :func:`codes_conflict` reads them) is all digits (a
+    catalogue number, :func:`title_models`: a shop's or distributor's own item number, an EAN/UPC-like
+    code), and none of the other title's is (a maker's model number, ``COOLPIXS550PL``, ``0615B002``,
+    mixes letters and digits).
+
+    Two listings that each give only their own kind of number (``Nikon Coolpix S550 Plum - 26110`` /
+    ``Nikon CoolPix S550 Plum - COOLPIXS550PL``) have not said which item they are in comparable
+    terms; two numbers of one scheme that differ (``26110`` / ``26108``, ``MB565LL`` / ``MB913LL``)
+    still name two items, and the titles' other evidence (colours, sizes, codes) still counts. This
+    holds for any catalogue or ad site: an all-digit item number and a letters-and-digits model
+    number are never spellings of one another.
+
+    Args:
+        a_title_codes, b_title_codes: the titles' codes (:func:`title_models`), normalised or not.
+        min_len: shortest code that matches another as a prefix (as in :func:`codes_conflict`).
+    Returns:
+        True when each title has an unshared code and exactly one side's unshared codes are all
+        all-digit while the other side's include none.
+    """
+    only_a = [x for x in a_title_codes if not _matches_set(x, b_title_codes, min_len)]
+    only_b = [y for y in b_title_codes if not _matches_set(y, a_title_codes, min_len)]
+    if not only_a or not only_b:
+        return False
+    a_digits = [x.isdigit() for x in only_a]
+    b_digits = [y.isdigit() for y in only_b]
+    return (all(a_digits) and not any(b_digits)) or (all(b_digits) and not any(a_digits))
+
+
 COLOURS = frozenset((
     "black", "white", "silver", "grey", "gray", "red", "blue", "green", "pink", "purple", "yellow", "orange",
     "brown", "gold", "beige", "cherry", "rose", "plum", "navy", "graphite", "titanium", "bronze", "cobalt",

@@ -6,7 +6,8 @@ SELECT pg_advisory_xact_lock(28276, hashtext(%(table)s));
 
 -- name: delete_links_of
 -- Drop the links of the given records and return the records whose clusters must be rebuilt: the
--- given ones, their former partners, and every member of the clusters any of these belonged to.
+-- given ones, their former partners, every member of the clusters any of these belonged to, and
+-- every member of the parts (nearsync.dedup_parts) these or the new partners (partners) were in.
 WITH gone AS (
     DELETE FROM nearsync.dedup_links
     WHERE table_name = %(table)s AND (a = ANY(%(ids)b::text[]) OR b = ANY(%(ids)b::text[]))
@@ -18,7 +19,12 @@ SELECT id FROM seeds
 UNION
 SELECT c2.record_id FROM nearsync.clusters c1
 JOIN nearsync.clusters c2 ON c2.table_name = c1.table_name AND c2.cluster_id = c1.cluster_id
-WHERE c1.table_name = %(table)s AND c1.record_id IN (SELECT id FROM seeds);
+WHERE c1.table_name = %(table)s AND c1.record_id IN (SELECT id FROM seeds)
+UNION
+SELECT p2.record_id FROM nearsync.dedup_parts p1
+JOIN nearsync.dedup_parts p2 ON p2.table_name = p1.table_name AND p2.part_id = p1.part_id
+WHERE p1.table_name = %(table)s
+  AND (p1.record_id IN (SELECT id FROM seeds) OR p1.record_id = ANY(%(partners)b::text[]));
 
 -- name: insert_links
 INSERT INTO nearsync.dedup_links AS l (table_name, a, b, score, reasons, summary)
@@ -29,8 +35,9 @@ ON CONFLICT (table_name, a, b) DO UPDATE SET
     score = excluded.score, reasons = excluded.reasons, summary = excluded.summary, scored_at = now();
 
 -- name: component_links
--- The connected component(s) of the given records over the links (at most %(max_nodes)s records;
--- the given ones come first) and the links among them, in one row: ids, then the links as
+-- The connected component(s) of the given records over the links scored at least min_score
+-- (at most max_nodes records; the given ones come first) and those links among them, in one row:
+-- ids, then the links as
 -- parallel arrays (NULL when there is none). Each step follows a record's links in both
 -- directions through the two indexes (a LATERAL union, not an OR join, which the planner cannot
 -- drive from an index).
@@ -39,15 +46,18 @@ WITH RECURSIVE comp(id) AS (
     UNION
     SELECT x.id
     FROM comp CROSS JOIN LATERAL (
-        SELECT l.b AS id FROM nearsync.dedup_links l WHERE l.table_name = %(table)s AND l.a = comp.id
+        SELECT l.b AS id FROM nearsync.dedup_links l
+        WHERE l.table_name = %(table)s AND l.a = comp.id AND l.score >= %(min_score)s
         UNION ALL
-        SELECT l.a FROM nearsync.dedup_links l WHERE l.table_name = %(table)s AND l.b = comp.id
+        SELECT l.a FROM nearsync.dedup_links l
+        WHERE l.table_name = %(table)s AND l.b = comp.id AND l.score >= %(min_score)s
     ) x
 ), nodes AS MATERIALIZED (
     SELECT id FROM comp LIMIT %(max_nodes)s
 ), among AS (
     SELECT l.a, l.b, l.score, l.reasons, l.summary FROM nearsync.dedup_links l
     WHERE l.table_name = %(table)s AND l.a = ANY(ARRAY(SELECT id FROM nodes)) AND l.b = ANY(ARRAY(SELECT id FROM nodes))
+      AND l.score >= %(min_score)s
 )
 SELECT (SELECT array_agg(id) FROM nodes) AS ids, array_agg(a) AS a, array_agg(b) AS b, array_agg(score) AS score,
        array_agg(reasons) AS reasons, array_agg(summary) AS summary
@@ -66,6 +76,19 @@ SELECT %(table)s, x.record_id, x.cluster_id, x.original_id
 FROM unnest(%(record_ids)b::text[], %(cluster_ids)b::text[], %(original_ids)b::text[]) AS x(record_id, cluster_id, original_id)
 ON CONFLICT (table_name, record_id) DO UPDATE SET cluster_id = excluded.cluster_id, original_id = excluded.original_id
 WHERE (c.cluster_id, c.original_id) IS DISTINCT FROM (excluded.cluster_id, excluded.original_id);
+
+-- name: clear_parts_except
+-- Remove the part rows of the given records that are not in a part of two or more any more.
+DELETE FROM nearsync.dedup_parts
+WHERE table_name = %(table)s AND record_id = ANY(%(ids)b::text[]) AND NOT (record_id = ANY(%(keep)b::text[]));
+
+-- name: upsert_parts
+-- A row whose part and level are unchanged is left alone.
+INSERT INTO nearsync.dedup_parts AS p (table_name, record_id, part_id, level)
+SELECT %(table)s, x.record_id, x.part_id, x.level
+FROM unnest(%(record_ids)b::text[], %(part_ids)b::text[], %(levels)b::real[]) AS x(record_id, part_id, level)
+ON CONFLICT (table_name, record_id) DO UPDATE SET part_id = excluded.part_id, level = excluded.level
+WHERE (p.part_id, p.level) IS DISTINCT FROM (excluded.part_id, excluded.level);
 
 -- name: clear_flags_except
 -- Remove flags of the given records that are not flagged any more.

@@ -1,0 +1,2 @@
+-- Downgrade of migration 0012.
+DROP TABLE IF EXISTS nearsync.dedup_parts;
