@@ -140,8 +140,9 @@ async def cut_into_parts(start: Sequence[str], walk: Walk, *, cap: int, levels: 
     if complete and all(len(c) <= cap for c in comps):
         return [_part(c, first, links) for c in comps]
     too_big: dict[float, set[str]] = {level: set() for level in levels}
-    if complete:
-        too_big[first].update(n for c in comps if len(c) > cap for n in c)
+    # A component seen with more than ``cap`` records is too large even when the walk was cut short
+    # (what it saw of it is a part of it): its records skip the first level.
+    too_big[first].update(n for c in comps if len(c) > cap for n in c)
     placed: set[str] = set()
     parts: list[Part] = []
     for s in start:
