@@ -175,7 +175,8 @@ async def drain_throughput(worker: Any, label: str, target: int = 2000, profile:
     pairs, batches = worker.totals.get("pairs", 0), worker.totals.get("batches", 0)
     print(f"{label}: {done:,} records in {t_dedup:.1f} s = {done / t_dedup:,.0f} records/s per worker "
           f"(target >= {target:,}){' UNDER cProfile' if prof else ''}; {batches:,} batches; pairs scored {pairs:,} "
-          f"= {pairs / max(1, done):.1f} per record; candidate cap hit for {worker.totals.get('capped', 0):,} records; "
+          f"= {pairs / max(1, done):.1f} per record ({worker.totals.get('reused', 0):,} of them candidates whose score "
+          f"was known); candidate cap hit for {worker.totals.get('capped', 0):,} records; "
           f"links {worker.totals.get('links', 0):,}, flags {worker.totals.get('flags', 0):,}; "
           f"worker process CPU {cpu:.1f} s = {cpu / t_dedup:.0%} of the wall time ({cpu * 1000 / max(1, done):.1f} ms "
           f"per record)", flush=True)

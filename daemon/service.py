@@ -180,6 +180,14 @@ async def status(settings: Settings) -> dict[str, Any]:
 async def build_worker(settings: Settings, backend: IndexBackend) -> QueueLoop:
     """Validate everything (fail fast) and build the dedup worker loop over an opened backend.
 
+    A backlog is worked in batches of ``[daemon] batch_size`` however long each takes (the batch
+    floor is raised to it unless ``batch_floor`` is set, as :meth:`DaemonSettings.for_write_rows`
+    does for the indexer): every batch re-reads and re-clusters the components around its records
+    (up to ``dedup.max_component`` records each on a near-duplicate-dense catalogue, whatever the
+    batch's size), so a batch halved for being over ``batch_target_s`` pays that cost again for half
+    the records. Flags do not depend on the batch size. A record arriving behind a backlog waits
+    for one such batch.
+
     Raises:
         ConfigError, SchemaError, psycopg.OperationalError.
     """
@@ -190,6 +198,7 @@ async def build_worker(settings: Settings, backend: IndexBackend) -> QueueLoop:
     options = dedup_options(settings)
     DocumentBuilder.from_settings(settings, table)  # same validation as the indexer
     handler = DedupHandler(table.name, backend, options)
-    return QueueLoop(settings.require_dsn(), DEDUP_QUEUE, handler, settings.daemon, name="nearsync.dedup",
+    return QueueLoop(settings.require_dsn(), DEDUP_QUEUE, handler,
+                     settings.daemon.for_write_rows(settings.daemon.batch_size), name="nearsync.dedup",
                      concurrency=settings.daemon.concurrency_for(DEDUP_QUEUE))
 

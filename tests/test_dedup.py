@@ -9,8 +9,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from daemon.backends.base import DeleteOp, Outcome
-from daemon.config import Settings
+from daemon.backends.base import Candidate, DeleteOp, IndexDocument, Outcome
+from daemon.config import Settings, settings_from_mapping
+from daemon.dedup import worker as dedup_worker
+from daemon.dedup.settings import dedup_options
 from daemon.ops.migrate import sync_triggers
 from daemon.ops.reindex import reindex, verify
 from daemon.service import opened_backend
@@ -508,3 +510,50 @@ async def test_a_shops_item_number_and_a_makers_model_number_are_no_conflict(dse
     got = await flags(s.dsn)
     assert got[makers][1] == plum
     assert other_number not in got and black_makers not in got and plum not in got
+
+
+def test_a_pair_known_below_the_threshold_takes_its_known_score_and_is_not_scored_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """score_found with the worker's memo (``known``) gives the scores and flags it gives without it,
+    and scores only the pairs not known below the potential threshold."""
+    options = dedup_options(settings_from_mapping({}, env={}))
+    docs = [IndexDocument("public.ads", str(i), 7, {k: ad[k] for k in ("title", "body", "price", "lat", "lon")})
+            for i, ad in enumerate((ORIGINAL, EDITED, OTHER_PRODUCT, OTHER_PRODUCT | {"price": 90.0}), start=1)]
+    me, cands = docs[0], [Candidate(d.record_id, 1, d) for d in docs[1:]]
+    plain = dedup_worker.score_found(me.record_id, me, cands, options)
+    scores = {(x.a, x.b, 7, 7): x.score.score for x in plain.scored}
+    below = sum(x.flag is None for x in plain.scored)
+    assert 0 < below < len(cands)  # both kinds of pair are in the test
+    calls = []
+    real = dedup_worker.score_sides
+
+    def counting(a: Any, b: Any, cfg: Any) -> Any:
+        calls.append(1)
+        return real(a, b, cfg)
+
+    monkeypatch.setattr(dedup_worker, "score_sides", counting)
+    memo = dedup_worker.score_found(me.record_id, me, cands, options, known=scores.get)
+    assert [(x.a, x.b, x.score.score, x.flag) for x in memo.scored] == \
+        [(x.a, x.b, x.score.score, x.flag) for x in plain.scored]
+    assert memo.reused == below and len(calls) == len(cands) - below
+    assert [x.score for x in memo.scored if x.flag] == [x.score for x in plain.scored if x.flag]  # reasons too
+
+
+async def test_lookups_sent_ahead_chunk_by_chunk_score_as_one_lookup(dsettings: Settings,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """score_candidates_many sends the next chunk's lookup before scoring the current one: the
+    scored candidates are those of one lookup for all the records."""
+    s = dsettings
+    async with running_indexer(s), running_worker(s):
+        ids = [await add(s.dsn, ad) for ad in (ORIGINAL, EDITED, OTHER_PRODUCT, ORIGINAL, EDITED)]
+        await settle(s)
+    async with opened_backend(s) as backend:
+        docs = await backend.get("public.ads", ids)
+        items = [(rid, docs[rid]) for rid in ids]
+        options = dedup_options(s)
+        whole = await dedup_worker.score_candidates_many("public.ads", items, backend, options)
+        monkeypatch.setattr(dedup_worker, "LOOKUP_CHUNK", 2)  # three chunks, two of them looked up ahead
+        chunked = await dedup_worker.score_candidates_many("public.ads", items, backend, options)
+    assert [[(x.a, x.b, x.score.score, x.flag) for x in r.scored] for r in chunked] == \
+        [[(x.a, x.b, x.score.score, x.flag) for x in r.scored] for r in whole]
+    assert all(any(r.scored for r in whole[i : i + 2]) for i in (0, 2, 4))  # each chunk has candidates

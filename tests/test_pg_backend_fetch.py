@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from daemon.backends.base import SCOPE_KEY, CandidateQuery, IndexDocument
+from daemon.backends.base import SCOPE_KEY, CandidateQuery, DeleteOp, IndexDocument
 from daemon.backends.doc_cache import DocumentCache
 from daemon.backends.postgres import PostgresBackend
 from daemon.db import jsoncodec
@@ -81,6 +81,28 @@ async def test_a_new_version_is_a_new_entry_and_clear_forgets(be: PostgresBacken
     await be.clear(T)
     await be.write([doc("1", 4, ["b1:a"], title="Rebuilt title"), doc("2", 3, ["b1:a"])], [])
     assert (await be.get(T, ["1"]))["1"].fields["title"] == "Rebuilt title"
+
+
+async def test_get_reads_only_the_documents_not_held_at_their_current_version(
+        be: PostgresBackend, fresh_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    await be.write([doc(str(i), 3, ["b1:a"], title=f"Title {i}") for i in range(1, 5)], [])
+    first = await be.get(T, ["1", "2", "3"])
+    parses = _parses(monkeypatch)
+    await be.write([doc("2", 5, ["b1:a"], title="Title 2, edited")], [DeleteOp(T, "3", 6)])
+    again = await be.get(T, ["1", "2", "3", "4", "9"])
+    assert sorted(again) == ["1", "2", "4"]  # "3" deleted, "9" never written
+    assert again["1"] is first["1"]  # held at its current version: reused, its JSON not even read
+    assert (again["2"].version, again["2"].fields["title"]) == (5, "Title 2, edited")
+    assert first["2"].fields["title"] == "Title 2"  # what a caller holds is never changed
+    assert len(parses) == 2 * 4  # "2" (new version) and "4" (not held): four JSON columns each
+    assert (await be.get(T, ["2"]))["2"] is again["2"] and len(parses) == 8
+    small = PostgresBackend(fresh_db, cached_documents=1)  # "1" is dropped from the cache as "2" comes in
+    await small.open()
+    try:
+        got = await small.get(T, ["1", "2"])
+        assert (await small.get(T, ["1", "2"]))["2"] is got["2"] and len(parses) == 8 + 2 * 4 + 4
+    finally:
+        await small.close()
 
 
 async def test_batched_lookups_equal_one_lookup_each(be: PostgresBackend) -> None:

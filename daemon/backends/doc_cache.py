@@ -53,13 +53,14 @@ class DocumentCache:
     it half-updated).
     """
 
-    __slots__ = ("_docs", "hits", "max_documents", "misses")
+    __slots__ = ("_docs", "_newest", "hits", "max_documents", "misses")
 
     def __init__(self, max_documents: int = DEFAULT_CACHED_DOCUMENTS) -> None:
         if max_documents < 0:
             raise ValueError(f"max_documents must be >= 0, got {max_documents}")
         self.max_documents = max_documents
         self._docs: OrderedDict[DocKey, IndexDocument] = OrderedDict()
+        self._newest: dict[tuple[str, str], int] = {}  # (table, record_id) -> newest version held
         self.hits = 0
         self.misses = 0
 
@@ -82,13 +83,35 @@ class DocumentCache:
             return
         self._docs[key] = doc
         self._docs.move_to_end(key)
+        record = key[:2]
+        if self._newest.get(record, -1) < key[2]:
+            self._newest[record] = key[2]
         while len(self._docs) > self.max_documents:
-            self._docs.popitem(last=False)
+            gone, _ = self._docs.popitem(last=False)
+            if self._newest.get(gone[:2]) == gone[2]:
+                del self._newest[gone[:2]]
+
+    def newest(self, table: str, record_id: str) -> IndexDocument | None:
+        """The cached document of ``record_id`` with the highest version this cache has held for it
+        (now the most recently used), or None (not counted as a hit or a miss: the caller still has
+        to learn whether that version is the current one). None too when that version was dropped
+        while an older one of the same record is still held (a rare case: the caller then reads the
+        document again)."""
+        version = self._newest.get((table, record_id))
+        if version is None:
+            return None
+        key = (table, record_id, version)
+        doc = self._docs.get(key)
+        if doc is not None:
+            self._docs.move_to_end(key)
+        return doc
 
     def drop_table(self, table: str) -> None:
         """Forget every document of ``table`` (after the table's documents were cleared)."""
         for key in [k for k in self._docs if k[0] == table]:
             del self._docs[key]
+        for record in [r for r in self._newest if r[0] == table]:
+            del self._newest[record]
 
 
 class RawJsonbLoader(Loader):

@@ -269,13 +269,34 @@ class PostgresBackend:
     async def get(self, table: str, record_ids: Sequence[str]) -> dict[str, IndexDocument]:
         """Live documents by id: ``{record_id: document}``, missing and deleted ids absent; cached
         documents of the same version are reused (shared, do not mutate). Raises
-        TransientIndexError when unreachable."""
+        TransientIndexError when unreachable.
+
+        One query (named ``get_documents_known``) that is told the version the cache holds of each
+        record: the rows of those still current come without their JSON, so a record the cache
+        holds costs PostgreSQL an index probe, not the read (and detoasting) of its document. The
+        dedup worker reads mostly such records (a batch's components, its links' ends, re-read
+        under its lock).
+        """
+        ids = list(record_ids)
+        held: dict[str, IndexDocument] = {}
+        known: list[int | None] = []
+        for rid in ids:
+            doc = self._cache.newest(table, rid)
+            if doc is not None:
+                held[rid] = doc
+            known.append(doc.version if doc is not None else None)
         try:
             async with self._pool.connection() as conn, self._cursor(conn) as cur:
-                await cur.execute(query("get_documents"), {"table": table, "record_ids": list(record_ids)})
-                return self._documents(table, await cur.fetchall())
+                await cur.execute(query("get_documents_known"), {"table": table, "record_ids": ids,
+                                                                 "known": known})
+                rows = await cur.fetchall()
         except _TRANSIENT as e:
             raise TransientIndexError(str(e)) from e
+        out = self._documents(table, [r for r in rows if not r[8]])
+        for r in rows:
+            if r[8]:
+                out[r[0]] = held[r[0]]
+        return out
 
     async def get_versions(self, table: str, record_ids: Sequence[str]) -> dict[str, int]:
         """``{record_id: version}`` of live documents (see protocol). Raises TransientIndexError."""

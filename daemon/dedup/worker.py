@@ -30,6 +30,7 @@ workers run. The exceptions depend on other records: the candidate cap, and a sc
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 from functools import partial
 from collections import defaultdict
@@ -121,6 +122,8 @@ class ScoredCandidates:
     scored: list[ScoredCandidate]
     capped: bool
     exhaustive: bool = False
+    reused: int = 0
+    """How many of ``scored`` took their score from ``known`` (:func:`score_found`) instead of being scored."""
 
 
 async def score_candidates(table: str, record_id: str | None, doc: IndexDocument, backend: IndexBackend,
@@ -230,23 +233,36 @@ async def lookup_candidates(table: str, items: Sequence[tuple[str | None, IndexD
 
 
 async def score_candidates_many(table: str, items: Sequence[tuple[str, IndexDocument]], backend: IndexBackend,
-                                options: DedupOptions) -> list[ScoredCandidates]:
+                                options: DedupOptions,
+                                known: Callable[[tuple[str, str, int, int]], float | None] | None = None,
+                                ) -> list[ScoredCandidates]:
     """:func:`score_candidates` for several records of the database with one lookup of each kind
-    (:func:`lookup_candidates`) per :data:`LOOKUP_CHUNK` records.
+    (:func:`lookup_candidates`) per :data:`LOOKUP_CHUNK` records. The next chunk's lookup is sent
+    before the current chunk is scored, so the index works on it while this process scores (the
+    lookups only read; what each pair scores does not depend on when it was looked up, and the
+    links are checked against the current documents under the worker's lock anyway).
 
     Args:
         items: ``(record_id, document)`` pairs.
+        known: scores already computed, as :func:`score_found` takes them (None: score every pair).
     Returns:
         One :class:`ScoredCandidates` per item, in order.
     Raises:
         TransientIndexError: the index is unreachable.
     """
+    parts = [items[start : start + LOOKUP_CHUNK] for start in range(0, len(items), LOOKUP_CHUNK)]
     out: list[ScoredCandidates] = []
-    for start in range(0, len(items), LOOKUP_CHUNK):
-        part = items[start : start + LOOKUP_CHUNK]
-        found = await lookup_candidates(table, part, backend, options)
-        out += [score_found(rid, doc, cands, options, cap=cap, exhaustive=exhaustive)
-                for (rid, doc), (cands, cap, exhaustive) in zip(part, found, strict=True)]
+    ahead: asyncio.Task[list[tuple[list[Candidate], int, bool]]] | None = None
+    try:
+        for i, part in enumerate(parts):
+            found = await (ahead if ahead is not None else lookup_candidates(table, part, backend, options))
+            ahead = (asyncio.ensure_future(lookup_candidates(table, parts[i + 1], backend, options))
+                     if i + 1 < len(parts) else None)
+            out += [score_found(rid, doc, cands, options, cap=cap, exhaustive=exhaustive, known=known)
+                    for (rid, doc), (cands, cap, exhaustive) in zip(part, found, strict=True)]
+    finally:  # scoring failed: do not leave the lookup running, nor its error unretrieved
+        if ahead is not None and not ahead.cancel() and not ahead.cancelled():
+            ahead.exception()
     return out
 
 
@@ -259,20 +275,29 @@ LOOKUP_CHUNK = 200
 
 
 def score_found(record_id: str | None, doc: IndexDocument, cands: Sequence[Candidate],
-                options: DedupOptions, *, cap: int | None = None, exhaustive: bool = False) -> ScoredCandidates:
+                options: DedupOptions, *, cap: int | None = None, exhaustive: bool = False,
+                known: Callable[[tuple[str, str, int, int]], float | None] | None = None) -> ScoredCandidates:
     """Score a document against the candidates a lookup returned (``cap + 1`` asked for, so that a
     hit cap shows); pure, no I/O.
 
     Args:
         cap: candidates scored at most (default ``candidate_cap``; an exhaustive lookup passes
             the number it found). exhaustive: the lookup compared the whole scope (kept on the result).
+        known: ``known((a, b, a_version, b_version))`` -> the pair's score (0-100) already computed
+            from those two document versions, or None (the dedup worker's memo,
+            :attr:`DedupHandler._pair_scores`). A pair it knows below the potential threshold is not
+            scored again: a score is a function of the two documents, and a pair below the threshold
+            is no link, so its reasons are never read; its :class:`PairScore` then holds the score
+            alone. A pair at or above the threshold is scored (its link needs the reasons).
     Returns:
-        :class:`ScoredCandidates`: at most ``cap`` candidates scored, ``capped`` when more came.
+        :class:`ScoredCandidates`: at most ``cap`` candidates scored, ``capped`` when more came,
+        ``reused`` those whose score came from ``known``.
     """
     cfg = options.scoring
     cap = cfg.candidate_cap if cap is None else cap
     capped = len(cands) > cap
     out: list[ScoredCandidate] = []
+    reused = 0
     for cand in cands[:cap]:  # same-source ones were left out by the lookup
         if record_id is None:
             a, b = cand.record_id, ""
@@ -280,9 +305,15 @@ def score_found(record_id: str | None, doc: IndexDocument, cands: Sequence[Candi
         else:
             a, b = canonical(record_id, cand.record_id)
             da, db = (doc, cand.document) if a == record_id else (cand.document, doc)
+            if known is not None:
+                score = known((a, b, da.version, db.version))
+                if score is not None and decide(score, cfg) is None:
+                    out.append(ScoredCandidate(cand, a, b, PairScore(score), None))
+                    reused += 1
+                    continue
         ps = score_sides(side_of(da), side_of(db), cfg)
         out.append(ScoredCandidate(cand, a, b, ps, decide(ps.score, cfg)))
-    return ScoredCandidates(out, capped, exhaustive)
+    return ScoredCandidates(out, capped, exhaustive, reused)
 
 
 def side_of(doc: IndexDocument) -> Side:
@@ -339,11 +370,13 @@ class _neg:
 
 @dataclass
 class Tally:
-    """Work counted during one :meth:`DedupHandler.process` call: pairs scored, records whose
-    candidate list hit the cap."""
+    """Work counted during one :meth:`DedupHandler.process` call: pairs scored (candidates, whether
+    scored now or known from the memo, and pairs re-scored), of those candidates the ones whose
+    score was known (``reused``, :func:`score_found`), records whose candidate list hit the cap."""
 
     pairs: int = 0
     capped: int = 0
+    reused: int = 0
 
 
 _batch_tally: contextvars.ContextVar[Tally] = contextvars.ContextVar("nearsync_dedup_tally")
@@ -381,7 +414,9 @@ class DedupHandler:
     is a function of its two documents, which their versions name), and of the unlinked pairs
     average linkage scored itself: average linkage reads them back for pairs without a link
     instead of scoring them again, in this batch and in later ones that re-cluster the same
-    component. Cleared at :data:`PAIR_SCORES_MAX`."""
+    component, and a later lookup that finds the same pair at the same versions below the potential
+    threshold takes its score from here too (:func:`score_found`'s ``known``: when both records of a
+    pair are queued, each finds the other). Cleared at :data:`PAIR_SCORES_MAX`."""
 
     async def score_records(self, items: Sequence[tuple[str, IndexDocument]],
                             seen: dict[str, IndexDocument] | None = None,
@@ -390,8 +425,8 @@ class DedupHandler:
         ≥ the potential threshold. ``seen`` (optional) receives the candidate documents read;
         ``exhaustive`` (optional) the ids of the records whose lookup compared their whole scope."""
         links: list[Link] = []
-        for (rid, doc), res in zip(items, await score_candidates_many(self.table, items, self.backend, self.options),
-                                   strict=True):
+        found = await score_candidates_many(self.table, items, self.backend, self.options, self._pair_scores.get)
+        for (rid, doc), res in zip(items, found, strict=True):
             links += self._links_of(rid, doc, res)
             if exhaustive is not None and res.exhaustive:
                 exhaustive.add(rid)
@@ -405,7 +440,8 @@ class DedupHandler:
         if res.capped:
             log.debug("candidate cap hit", record_id=rid, cap=self.options.scoring.candidate_cap)
             tally.capped += 1
-        tally.pairs += len(res.scored)
+        tally.pairs += len(res.scored)  # pairs examined, whether scored now or known (reused counts those)
+        tally.reused += res.reused
         if self.observer is not None:
             self.observer(rid, res.scored)
         links = []
@@ -470,6 +506,7 @@ class DedupHandler:
         result.counts["links"] = len(new_links)
         result.counts["pairs"] = tally.pairs
         result.counts["capped"] = tally.capped  # records whose candidate list hit the cap
+        result.counts["reused"] = tally.reused  # candidate pairs whose score the memo held
         result.done = list(mine)
         return result
 

@@ -49,6 +49,22 @@ RETURNING d.record_id;
 SELECT record_id, version, scope, fields, signature, keys, bottomk, minhash FROM nearsync.documents
 WHERE table_name = %(table)s AND record_id = ANY(%(record_ids)b::text[]) AND NOT deleted;
 
+-- name: get_documents_known
+-- get_documents for records some of whose documents the caller already holds: known[i] is the
+-- version held of record_ids[i] (NULL: none). A row whose version is the known one comes with its
+-- document columns NULL and cached = true, so its JSON (often TOASTed) is neither read nor sent;
+-- the others come whole, as get_documents returns them. One round trip either way.
+SELECT d.record_id, d.version,
+       CASE WHEN d.version = k.known THEN NULL ELSE d.scope END AS scope,
+       CASE WHEN d.version = k.known THEN NULL ELSE d.fields END AS fields,
+       CASE WHEN d.version = k.known THEN NULL ELSE d.signature END AS signature,
+       CASE WHEN d.version = k.known THEN NULL ELSE d.keys END AS keys,
+       CASE WHEN d.version = k.known THEN NULL ELSE d.bottomk END AS bottomk,
+       CASE WHEN d.version = k.known THEN NULL ELSE d.minhash END AS minhash,
+       coalesce(d.version = k.known, false) AS cached
+FROM unnest(%(record_ids)b::text[], %(known)b::bigint[]) AS k(record_id, known)
+JOIN nearsync.documents d ON d.table_name = %(table)s AND d.record_id = k.record_id AND NOT d.deleted;
+
 -- name: get_versions
 SELECT record_id, version FROM nearsync.documents
 WHERE table_name = %(table)s AND record_id = ANY(%(record_ids)b::text[]) AND NOT deleted;
