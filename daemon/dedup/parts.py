@@ -115,6 +115,16 @@ def _part(nodes: Sequence[str], level: float, links: Sequence[Edge], truncated: 
     return Part(tuple(sorted(inside)), level, tuple(x for x in links if x.a in inside and x.b in inside), truncated)
 
 
+def _parts_of(comps: list[list[str]], level: float, links: Sequence[Edge]) -> list[Part]:
+    """One :class:`Part` per component of ``comps`` (sorted ids, as :func:`components` gives them),
+    each with its links out of ``links`` (all among the components' records), in one pass."""
+    where = {n: i for i, c in enumerate(comps) for n in c}
+    own: list[list[Edge]] = [[] for _ in comps]
+    for x in links:
+        own[where[x.a]].append(x)
+    return [Part(tuple(c), level, tuple(x)) for c, x in zip(comps, own, strict=True)]
+
+
 async def cut_into_parts(start: Sequence[str], walk: Walk, *, cap: int, levels: Sequence[float]) -> list[Part]:
     """The parts holding the ``start`` records (see the module docs).
 
@@ -138,7 +148,7 @@ async def cut_into_parts(start: Sequence[str], walk: Walk, *, cap: int, levels: 
     complete = len(nodes) < limit
     comps = components(sorted(set(nodes) | set(start)), links)
     if complete and all(len(c) <= cap for c in comps):
-        return [_part(c, first, links) for c in comps]
+        return _parts_of(comps, first, links)
     too_big: dict[float, set[str]] = {level: set() for level in levels}
     # A component seen with more than ``cap`` records is too large even when the walk was cut short
     # (what it saw of it is a part of it): its records skip the first level.

@@ -13,8 +13,9 @@ record there, in its acknowledging transaction):
    the score does not depend on which side was processed);
 4. in one transaction under a per-table advisory lock, the record's links (pairs scoring at least
    ``potential_threshold``) are replaced, and the connected component(s) around it — old and new —
-   are re-clustered (a component over ``max_component`` records is cut into parts by a ladder of
-   link-score levels, :mod:`daemon.dedup.parts`, and its changed parts are re-clustered) (:func:`daemon.dedup.clusters.average_link_clusters`: a record joins a group only
+   are re-clustered; a component over ``max_component`` records is cut into parts by a ladder of
+   link-score levels (:mod:`daemon.dedup.parts`) and its changed parts are re-clustered
+   (:func:`daemon.dedup.clusters.average_link_clusters`: a record joins a group only
    when its mean score to the whole group reaches the potential threshold, and never beside a record
    it has evidence against, :func:`daemon.scoring.evidence_against`; or, with
    ``cluster.method = "leiden"``, :func:`~daemon.dedup.clusters.build_clusters`). Every non-original
