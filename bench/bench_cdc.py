@@ -128,15 +128,21 @@ class SearchTarget:
             raise
 
 
-def osmem_pid() -> int | None:
-    """The pid of an ``osmem-server`` child of this process (started by :func:`search_server`), or None."""
+def osmem_children() -> set[int]:
+    """The pids of the ``osmem-server`` children of this process (from ``/proc``)."""
+    found = set()
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             with contextlib.suppress(OSError, IndexError):
                 if (Path("/proc", entry, "comm").read_text().strip() == "osmem-server"
                         and int(Path("/proc", entry, "stat").read_text().rsplit(")", 1)[1].split()[1]) == os.getpid()):
-                    return int(entry)
-    return None
+                    found.add(int(entry))
+    return found
+
+
+def osmem_pid() -> int | None:
+    """The pid of an ``osmem-server`` child of this process (started by :func:`search_server`), or None."""
+    return min(osmem_children(), default=None)
 
 
 @contextlib.contextmanager

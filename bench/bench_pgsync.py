@@ -52,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_cdc import (COLS, SearchTarget, bench_batch, bench_latency, free_port, make_staging,  # noqa: E402
-                       pct)
+                       osmem_children, pct)
 from bench_reindex import tree_cpu  # noqa: E402
 from daemon.config import settings_from_mapping  # noqa: E402
 from daemon.db.throwaway import ThrowawayPostgres  # noqa: E402
@@ -64,26 +64,14 @@ PGSYNC_INDEX = "pgsync_ads"
 COLUMNS = [c.strip() for c in COLS.split(",")]
 
 
-def _osmem_children() -> set[int]:
-    """Pids of the ``osmem-server`` children of this process."""
-    found = set()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError, IndexError):
-                if (Path("/proc", entry, "comm").read_text().strip() == "osmem-server"
-                        and int(Path("/proc", entry, "stat").read_text().rsplit(")", 1)[1].split()[1]) == os.getpid()):
-                    found.add(int(entry))
-    return found
-
-
 @contextlib.contextmanager
 def osmem() -> Iterator[tuple[str, int | None]]:
     """An osmem-server for one tool: ``(url, pid)`` (the pid for its CPU figures, None if not found)."""
     from tests.search_server import start_osmem
 
-    before = _osmem_children()
+    before = osmem_children()
     with start_osmem() as url:
-        new = _osmem_children() - before
+        new = osmem_children() - before
         yield url, (new.pop() if len(new) == 1 else None)
 
 
