@@ -45,6 +45,7 @@ Typical use:
   nearsync dedup                   # the dedup worker: flags duplicates back into PostgreSQL
   nearsync status                  # lag, pending changes, dead letters, indexed count
   nearsync reindex                 # one-shot full rebuild (resumable; --verify, --repair)
+  nearsync rarity refresh          # title-word rarity snapshot for the dedup worker ([dedup] rarity)
   nearsync evaluate                # precision/recall/F1 on a labelled data set (default: Abt-Buy)
   nearsync demo                    # everything above on a throwaway PostgreSQL and real data
 
@@ -193,6 +194,24 @@ async def cmd_reindex(args: argparse.Namespace) -> int:
         report = await reindex(settings, backend, page_size=args.page_size, resume=not args.restart,
                                from_scratch=args.from_scratch, progress=not args.no_progress)
         _print(report, args.json)
+    return 0
+
+
+async def cmd_rarity(args: argparse.Namespace) -> int:
+    from daemon.dedup.settings import dedup_options
+    from daemon.ops.rarity import refresh_rarity
+    from daemon.service import open_source, opened_backend
+
+    settings = _settings(args)
+    await open_source(settings)  # the table and the migrations (0014) are there, or exit 3
+    async with opened_backend(settings) as backend:
+        report = await refresh_rarity(settings, backend, requeue=args.requeue, progress=not args.no_progress)
+    if dedup_options(settings).scoring.rarity <= 0:
+        report["note"] = "[dedup] rarity is 0: the dedup worker does not use the snapshot until it is set above 0"
+    elif not args.requeue:
+        report["note"] = ("scores change with the snapshot: re-run dedup over the table (nearsync rarity refresh "
+                          "--requeue) for flags that all use it")
+    _print(report, args.json)
     return 0
 
 
@@ -416,6 +435,20 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--no-progress", action="store_true", help="no progress bar")
     x.add_argument("--backend", choices=["postgres", "elasticsearch", "opensearch"])
     x.set_defaults(func=cmd_reindex, is_async=True)
+
+    y = sub.add_parser("rarity", parents=[common], help="build the title-word rarity snapshot the dedup worker scores with",
+                       description="refresh: count every indexed document's title words (document frequency, "
+                                   "with the scorer's own tokenisation) and store the counts as the table's new "
+                                   "active snapshot (nearsync.rarity_snapshots). With [dedup] rarity above 0 the "
+                                   "dedup worker weighs shared title words by their rarity in it (IDF) and picks "
+                                   "up a new snapshot at its next batch. A new snapshot changes scores, as a "
+                                   "signature change does: --requeue puts every indexed record on the dedup "
+                                   "queue so the whole table is scored with it.")
+    y.add_argument("action", choices=["refresh"])
+    y.add_argument("--requeue", action="store_true", help="also queue every indexed record for the dedup worker")
+    y.add_argument("--no-progress", action="store_true", help="no progress bar")
+    y.add_argument("--backend", choices=["postgres", "elasticsearch", "opensearch"])
+    y.set_defaults(func=cmd_rarity, is_async=True)
 
     d = sub.add_parser("deadletter", parents=[common], help="list, retry or purge dead letters")
     d.add_argument("action", choices=["list", "retry", "purge"])

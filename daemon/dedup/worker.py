@@ -42,6 +42,7 @@ from typing import Any
 import psycopg
 
 from daemon.db import jsoncodec
+from daemon.db import rarity as rarity_store
 from daemon.backends.base import (Candidate, CandidateQuery, IndexBackend, IndexDocument, in_small_scope_lookup,
                                    shared_keys)
 from daemon.dedup.ids import canonical, record_id_key
@@ -473,6 +474,7 @@ class DedupHandler:
         the records, not on the order or concurrency of processing.
         """
         result = BatchResult(counts={"scored": 0, "links": 0, "flags": 0})
+        await self._follow_rarity(conn)
         tally = Tally()
         _batch_tally.set(tally)  # this task's own count, whatever other batches are in flight
         mine = result.of_table(batch, self.table)
@@ -510,6 +512,23 @@ class DedupHandler:
         result.counts["reused"] = tally.reused  # candidate pairs whose score the memo held
         result.done = list(mine)
         return result
+
+    async def _follow_rarity(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Score with the table's active token-rarity snapshot (``nearsync rarity refresh``): one
+        indexed lookup of its version per batch, the snapshot read only when the version changed
+        (then the pair scores kept in :attr:`_pair_scores` are forgotten: they were scored with the
+        old one). Nothing at all when ``[dedup] rarity`` is 0, so scores are those without rarity."""
+        if self.options.scoring.rarity <= 0.0:
+            return
+        version = await rarity_store.active_version(conn, self.table)
+        current = self.options.scoring.snapshot
+        if version == (None if current is None else current.version):
+            return
+        snapshot = await rarity_store.load_active(conn, self.table) if version is not None else None
+        self.options = replace(self.options, scoring=self.options.scoring.with_snapshot(snapshot))
+        self._pair_scores.clear()
+        log.info("rarity snapshot", table=self.table, version=None if snapshot is None else snapshot.version,
+                 documents=None if snapshot is None else snapshot.documents)
 
     async def _revalidate(self, conn: psycopg.AsyncConnection[Any], ids: list[str], scored: list[Link],
                           seen: dict[str, IndexDocument],

@@ -45,6 +45,7 @@ from daemon.evaluation.datasets import RECORD_ROLES, Dataset, Record, read_pairs
 from daemon.evaluation.loader import add_field_columns, copy_ads, field_column, key_to_id
 from daemon.evaluation.measures import adjusted_rand_index, bcubed, clusters_from_pairs, pair_prf, transitive_closure
 from daemon.ops.migrate import sync_triggers, upgrade
+from daemon.ops.rarity import refresh_rarity
 from daemon.db.throwaway import ThrowawayPostgres
 from daemon.db.queries import query
 from daemon.service import build_indexer, build_worker, opened_backend
@@ -154,6 +155,7 @@ async def _run_pipeline(settings: Settings, ds: Dataset, *, progress: bool) -> d
     deduplication happened to interleave (the candidate cap keeps each record's best
     ``candidate_cap`` candidates of the whole table, not of the part indexed before it)."""
     t0 = time.perf_counter()
+    rarity: dict[str, Any] | None = None
     compared: set[tuple[str, str]] = set()
     per_record: dict[str, int] = {}
 
@@ -184,6 +186,8 @@ async def _run_pipeline(settings: Settings, ds: Dataset, *, progress: bool) -> d
                         if isinstance(backend, PlannerStatistics):
                             await backend.refresh_statistics()
                         analyzed = True
+                        if dedup_options(settings).scoring.rarity > 0:  # the snapshot the worker scores with
+                            rarity = await refresh_rarity(settings, backend, progress=False)
                         tasks.append(asyncio.create_task(worker.run()))
                         await worker.ready.wait()
                     if progress:
@@ -212,7 +216,7 @@ async def _run_pipeline(settings: Settings, ds: Dataset, *, progress: bool) -> d
     phases["drained_s"] = wall
     return {"wall_s": wall, "phases": {k: round(v, 2) for k, v in phases.items()}, "flags": flags,
             "clusters": dict(clusters), "links": links,
-            "pairs_examined": worker.totals.get("pairs", 0),
+            "pairs_examined": worker.totals.get("pairs", 0), "rarity_snapshot": rarity,
             "compared": {tuple(sorted((key_of[a], key_of[b]))) for a, b in compared if a in key_of and b in key_of},
             "candidates_per_record": sum(per_record.values()) / max(1, len(per_record))}
 
@@ -375,6 +379,7 @@ def evaluate(ds: Dataset, *, profile: str = DEFAULT_PROFILE, config: dict[str, A
                      "adjusted_rand_index": round(adjusted_rand_index(pc, tc), 4),
                      "largest": max((len(g) for g in groups), default=0)},
         "candidate_pairs_examined": raw["pairs_examined"],
+        "rarity_snapshot": raw["rarity_snapshot"],
         "links_stored": len(raw["links"]),
         "flags": {"duplicate": sum(1 for f in raw["flags"].values() if f["flag"] == "duplicate"),
                   "potential_duplicate": sum(1 for f in raw["flags"].values() if f["flag"] == "potential_duplicate")},

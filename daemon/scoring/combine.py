@@ -22,6 +22,7 @@ from rapidfuzz.distance import JaroWinkler, Levenshtein
 
 from daemon.scoring import metrics as m
 from daemon.scoring import numbers as num
+from daemon.scoring import rarity
 from daemon.scoring.config import FieldSpec, ScoringConfig
 from daemon.scoring.side import Side
 
@@ -267,9 +268,24 @@ def _compiled(cfg: ScoringConfig) -> tuple[tuple[FieldSpec, Comparator, bool, bo
     if hit is None or hit[0] is not cfg:
         if len(_COMPILED) > 64:  # configs are few and long-lived; bound the table all the same
             _COMPILED.clear()
-        hit = _COMPILED[id(cfg)] = (cfg, tuple((spec, comparator(spec), spec.evidence == "positive",
-                                                spec.metric in _NEGATIVE_METRICS) for spec in cfg.fields))
+        hit = _COMPILED[id(cfg)] = (cfg, tuple((spec, _with_rarity(spec, comparator(spec), cfg),
+                                                spec.evidence == "positive", spec.metric in _NEGATIVE_METRICS)
+                                               for spec in cfg.fields))
     return hit[1]
+
+
+def _with_rarity(spec: FieldSpec, compare: Comparator, cfg: ScoringConfig) -> Comparator:
+    """``compare`` itself, or for the ``title`` field when ``cfg`` scores with rarity
+    (:attr:`ScoringConfig.uses_rarity`) its similarity blended with the rarity-weighted one
+    (:func:`daemon.scoring.rarity.blended`, share ``cfg.rarity``)."""
+    if spec.name != "title" or spec.metric not in ("token_set", "levenshtein", "jaro_winkler") or not cfg.uses_rarity:
+        return compare
+    snapshot, share = cfg.snapshot, cfg.rarity
+
+    def title(a: Side, b: Side) -> float | None:
+        return rarity.blended(compare(a, b), a.rarity_weights("title", snapshot), b.rarity_weights("title", snapshot),
+                              share)
+    return title
 
 
 def _title_words(fields: Mapping[str, Any]) -> frozenset[str]:

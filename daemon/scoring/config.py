@@ -21,6 +21,7 @@ Settings shape (all optional; ``ScoringConfig.from_mapping({})`` gives the defau
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -198,6 +199,13 @@ class ScoringConfig:
             present and disjoint has its score capped just below ``duplicate_threshold``, so it
             can go to a moderator but is never auto-rejected.
         cluster: cluster splitting settings.
+        rarity: share (0-1) of the title's similarity that comes from token rarity when a
+            document-frequency snapshot is attached (``[dedup] rarity``; see
+            :mod:`daemon.scoring.rarity`): the title field's similarity is
+            ``(1 - rarity) * s + rarity * weighted_overlap``, where ``s`` is its configured metric.
+            0 (the default) turns rarity off: scores are those without a snapshot, bit for bit.
+        snapshot: the attached snapshot (:meth:`with_snapshot`), or None (no rarity, whatever
+            ``rarity`` says). Compared by version only.
     """
 
     fields: tuple[FieldSpec, ...]
@@ -207,6 +215,18 @@ class ScoringConfig:
     scope: str = "user"
     strong_negative_cap: bool = True
     cluster: ClusterConfig = ClusterConfig()
+    rarity: float = 0.0
+    snapshot: Any = None
+
+    def with_snapshot(self, snapshot: Any) -> ScoringConfig:
+        """This configuration with ``snapshot`` (a :class:`~daemon.scoring.rarity.Rarity`, or None)
+        attached; a new object, this one unchanged."""
+        return dataclasses.replace(self, snapshot=snapshot)
+
+    @property
+    def uses_rarity(self) -> bool:
+        """True when the title is scored with rarity: a snapshot is attached and ``rarity`` > 0."""
+        return self.snapshot is not None and self.rarity > 0.0
 
     @classmethod
     def from_mapping(cls, d: Mapping[str, Any] | None, prefix: str = "dedup") -> ScoringConfig:
@@ -227,7 +247,7 @@ class ScoringConfig:
         _require_mapping(d, prefix)
         allowed = {
             "duplicate_threshold", "potential_threshold", "candidate_cap", "scope",
-            "strong_negative_cap", "fields", "cluster",
+            "strong_negative_cap", "fields", "cluster", "rarity",
         }
         _reject_unknown(d, allowed, prefix)
         dup = _number(d, "duplicate_threshold", 90.0, prefix, lo=0.0, hi=100.0)
@@ -246,9 +266,10 @@ class ScoringConfig:
             raise ConfigError(f"{prefix}.strong_negative_cap", f"must be a boolean, got {neg_cap!r}")
         fields_ = _parse_fields(d.get("fields"), f"{prefix}.fields")
         cluster = _parse_cluster(d.get("cluster"), f"{prefix}.cluster")
+        rarity = _number(d, "rarity", 0.0, prefix, lo=0.0, hi=1.0)
         return cls(
             fields=fields_, duplicate_threshold=dup, potential_threshold=pot, candidate_cap=cap,
-            scope=scope, strong_negative_cap=neg_cap, cluster=cluster,
+            scope=scope, strong_negative_cap=neg_cap, cluster=cluster, rarity=rarity,
         )
 
     def field(self, name: str) -> FieldSpec | None:

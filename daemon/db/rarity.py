@@ -1,0 +1,69 @@
+"""Token-rarity snapshots in PostgreSQL (``nearsync.rarity_snapshots``, migration 0014): store, read.
+
+A snapshot is one row: the sorted title-word hashes and their document frequencies packed as
+little-endian ``int64`` / ``int32`` bytes (see ``sql/migrations/rarity_snapshots.sql``), so a
+snapshot of a million words is read in one fetch and unpacked by ``numpy.frombuffer`` without a
+Python object per word. Counting and the weights are pure (:mod:`daemon.scoring.rarity`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import psycopg
+
+from daemon.db.queries import query
+from daemon.scoring.rarity import Rarity
+
+
+async def store_snapshot(conn: psycopg.AsyncConnection[Any], table: str, documents: int,
+                         hashes: np.ndarray, dfs: np.ndarray) -> int:
+    """Store a snapshot of ``table`` and make it the active one, in one transaction (the previous
+    active one is deactivated, then every inactive one of the table dropped).
+
+    Args:
+        conn: a connection (autocommit or not; the writes run in a transaction or savepoint).
+        table: tracked table name (``schema.table``). documents: N, the documents counted.
+        hashes: ascending word hashes (``int64``). dfs: their document frequencies (``int32``).
+    Returns:
+        The new snapshot's version.
+    Raises:
+        psycopg.Error: on a database error (nothing is changed then).
+    """
+    async with conn.transaction():
+        await conn.execute(query("rarity_deactivate"), {"table": table})
+        cur = await conn.execute(query("rarity_insert"), {
+            "table": table, "documents": documents, "tokens": len(hashes),
+            "token_hashes": np.ascontiguousarray(hashes, dtype="<i8").tobytes(),
+            "dfs": np.ascontiguousarray(dfs, dtype="<i4").tobytes()})
+        row = await cur.fetchone()
+        assert row is not None  # INSERT ... RETURNING
+        await conn.execute(query("rarity_prune"), {"table": table})
+    return int(row[0])
+
+
+async def active_version(conn: psycopg.AsyncConnection[Any], table: str) -> int | None:
+    """The version of ``table``'s active snapshot, or None when it has none (one indexed lookup).
+
+    Raises:
+        psycopg.Error: on a database error.
+    """
+    cur = await conn.execute(query("rarity_active_version"), {"table": table})
+    row = await cur.fetchone()
+    return None if row is None else int(row[0])
+
+
+async def load_active(conn: psycopg.AsyncConnection[Any], table: str) -> Rarity | None:
+    """``table``'s active snapshot, or None when it has none.
+
+    Raises:
+        psycopg.Error: on a database error.
+    """
+    cur = await conn.execute(query("rarity_load"), {"table": table})
+    row = await cur.fetchone()
+    if row is None:
+        return None
+    version, documents, hashes, dfs = row
+    return Rarity(version, documents, np.frombuffer(hashes, dtype="<i8").astype(np.int64),
+                  np.frombuffer(dfs, dtype="<i4").astype(np.int32))

@@ -1,0 +1,74 @@
+"""``nearsync rarity refresh``: build a token-rarity snapshot from the index and make it active.
+
+The dedup worker weighs title words by their rarity in the indexed corpus (see
+:mod:`daemon.scoring.rarity`). So that flags stay a function of the data rather than of the order
+records were processed in, the frequencies are a snapshot: this command reads every live document
+of the table's index (through the backend protocol, so the PostgreSQL backend and the search
+backends alike), counts each title word's document frequency with the scorer's own tokenisation,
+and stores the counts as a new version, made active in one transaction
+(:func:`daemon.db.rarity.store_snapshot`). A running worker picks the new version up at its next
+batch.
+
+A new snapshot changes scores, as a signature change does: flags are a function of the data and of
+the active snapshot. Records deduplicated before the refresh keep the flags of the old one until
+they are processed again; ``requeue=True`` puts every live document on the dedup queue, so the
+worker re-scores the whole table with the new one.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import psycopg
+from tqdm import tqdm
+
+from daemon.backends.base import IndexBackend
+from daemon.capture.queue import CHANNELS, DEDUP_QUEUE
+from daemon.config import Settings
+from daemon.db.queries import query
+from daemon.db.rarity import store_snapshot
+from daemon.scoring.rarity import FrequencyCounter
+
+READ_CHUNK = 1000
+"""Documents read from the backend per ``get`` call while counting (bounds memory, not results)."""
+
+
+async def refresh_rarity(settings: Settings, backend: IndexBackend, *, table: str | None = None,
+                         requeue: bool = False, progress: bool = True) -> dict[str, Any]:
+    """Count the title words of every live document of ``table`` and store the counts as the table's
+    new active snapshot.
+
+    Args:
+        settings: validated settings (the DSN). backend: an opened index backend.
+        table: tracked table name (``schema.table``); default the configured source table.
+        requeue: also put every live document on the dedup queue, so the worker re-scores the whole
+            table with the new snapshot.
+        progress: show a tqdm bar on stderr (documents counted).
+    Returns:
+        ``{"table", "version", "documents", "tokens", "requeued", "seconds"}``.
+    Raises:
+        psycopg.Error, TransientIndexError: the database or the index failed (nothing is stored then).
+    """
+    t0 = time.perf_counter()
+    table = table or settings.source.qualified
+    ids = [rid async for rid, _ in backend.iter_versions(table)]
+    counter = FrequencyCounter()
+    with tqdm(total=len(ids), unit="docs", disable=not progress, desc="rarity") as bar:
+        for start in range(0, len(ids), READ_CHUNK):
+            part = ids[start:start + READ_CHUNK]
+            docs = await backend.get(table, part)
+            for doc in docs.values():
+                counter.add(doc.fields.get("title"))
+            bar.update(len(part))
+    hashes, dfs = counter.arrays()
+    async with await psycopg.AsyncConnection.connect(settings.require_dsn(), autocommit=True) as conn:
+        version = await store_snapshot(conn, table, counter.documents, hashes, dfs)
+        if requeue:
+            for start in range(0, len(ids), 5000):
+                part = ids[start:start + 5000]
+                await conn.execute(query("enqueue_fresh"), {"queue": DEDUP_QUEUE, "table": table,
+                                                            "record_ids": part, "ops": ["U"] * len(part)})
+            await conn.execute(query("notify"), {"channel": CHANNELS[DEDUP_QUEUE], "payload": table})
+    return {"table": table, "version": version, "documents": counter.documents, "tokens": int(len(hashes)),
+            "requeued": len(ids) if requeue else 0, "seconds": round(time.perf_counter() - t0, 2)}

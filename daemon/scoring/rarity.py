@@ -1,0 +1,197 @@
+"""Token rarity: document frequencies of title words and the IDF-weighted title similarity (pure).
+
+A shared rare word says more than a shared common one: two listings that share ``kdl40v4100`` are
+far more likely one item than two that share ``lg``, ``total`` and ``capacity``. Rarity is the
+inverse document frequency (IDF; Sparck Jones 1972) of each title word in the indexed corpus, and
+the title similarity it gives is the IDF-weighted token similarity of "A comparison of string
+distance metrics for name-matching tasks" (Cohen, Ravikumar & Fienberg, IIWeb 2003: TF-IDF over
+word tokens; titles are short, so every word counts once and only its IDF weighs).
+
+Flags must be a function of the data, not of the order in which records were processed, so the
+frequencies are not updated as documents arrive: they come from a **snapshot** (:class:`Rarity`)
+built over the whole index at one moment (``nearsync rarity refresh``), stored with a version,
+and read by the dedup worker. Scores are a function of the two records and the active snapshot.
+
+Tokens are the words of the title exactly as the title's text metrics see it
+(:func:`daemon.scoring.metrics._text`: rapidfuzz ``default_process``, lower case, every run of
+non-alphanumerics a separator), each word counted once per document, hashed with xxh64 (fixed
+seed) to a signed 64-bit integer. No I/O here: building the snapshot from the index and storing it
+is :mod:`daemon.ops.rarity`; reading it is the dedup worker's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import xxhash
+from rapidfuzz.distance import JaroWinkler
+
+from daemon.scoring import metrics as m
+
+TOKEN_SEED = 0x6E65_6172_7379_6E63  # "nearsync"; fixed so hashes agree across processes and machines
+"""xxh64 seed of the token hashes; changing it invalidates every stored snapshot."""
+
+_SIGN = 1 << 63
+
+
+def title_tokens(text: Any) -> frozenset[str]:
+    """The distinct words of ``text`` as the title's text metrics normalise it (``_text``), or an
+    empty set for a missing or blank value."""
+    s = m._text(text)
+    return frozenset(s.split()) if s else frozenset()
+
+
+def token_hash(token: str) -> int:
+    """xxh64 of the token's UTF-8 bytes (seed :data:`TOKEN_SEED`) as a signed 64-bit int (a
+    PostgreSQL ``bigint``, a numpy ``int64``)."""
+    h = xxhash.xxh64_intdigest(token.encode("utf-8", "surrogatepass"), TOKEN_SEED)
+    return h - (1 << 64) if h & _SIGN else h
+
+
+class FrequencyCounter:
+    """Document frequencies of title words, counted one document at a time (pure, in memory).
+
+    Memory: one Python int pair per distinct word (about 100 bytes; 1M distinct words ~100 MB).
+    """
+
+    def __init__(self) -> None:
+        self.documents = 0
+        self._df: Counter[int] = Counter()
+
+    def add(self, title: Any) -> None:
+        """Count one document whose title is ``title`` (any value; None or blank counts as a document
+        without words: it still makes every word a little less rare relative to the corpus)."""
+        self.documents += 1
+        self._df.update(token_hash(t) for t in title_tokens(title))
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(hashes, dfs)``: the distinct word hashes ascending (``int64``) and each one's document
+        frequency (``int32``, >= 1), the form a snapshot is stored and read in."""
+        if not self._df:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int32)
+        hashes = np.fromiter(self._df.keys(), dtype=np.int64, count=len(self._df))
+        dfs = np.fromiter(self._df.values(), dtype=np.int32, count=len(self._df))
+        order = np.argsort(hashes, kind="stable")
+        return hashes[order], dfs[order]
+
+
+class Rarity:
+    """One document-frequency snapshot of a table's title words, ready for scoring (immutable).
+
+    Args:
+        version: the snapshot's version (``nearsync.rarity_snapshots.version``); two snapshots are
+            equal when their versions are (a version is never reused).
+        documents: N, the number of documents counted (>= 0).
+        hashes: distinct word hashes, ascending (``int64``). dfs: their document frequencies (``int32``).
+
+    Raises:
+        ValueError: when the arrays differ in length.
+
+    The weight of a word is its IDF relative to the largest IDF the snapshot can give,
+    ``w = log((N + 1) / (df + 1)) / log(N + 1)``, in [0, 1]: 0 for a word in every document, 1 for
+    a word in none. Dividing by ``log(N + 1)`` makes weights comparable between a catalogue of 2,000
+    and one of 2,000,000 (a raw IDF grows with log N). A word missing from the snapshot (``df`` 0:
+    new since the snapshot was built) gets weight 1, the rarest: a word no indexed document had is
+    by the snapshot's own count the rarest there is, and treating it as common would let the newest
+    model numbers, the words that identify a new item best, count for least until the next refresh.
+    """
+
+    __slots__ = ("_log_n", "documents", "dfs", "hashes", "version")
+
+    def __init__(self, version: int, documents: int, hashes: np.ndarray, dfs: np.ndarray) -> None:
+        if len(hashes) != len(dfs):
+            raise ValueError(f"{len(hashes)} hashes against {len(dfs)} frequencies")
+        self.version = int(version)
+        self.documents = int(documents)
+        self.hashes = np.asarray(hashes, dtype=np.int64)
+        self.dfs = np.asarray(dfs, dtype=np.int32)
+        self._log_n = math.log(self.documents + 1)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Rarity) and other.version == self.version
+
+    def __hash__(self) -> int:
+        return hash(("rarity", self.version))
+
+    def __repr__(self) -> str:
+        return f"Rarity(version={self.version}, documents={self.documents}, tokens={len(self.hashes)})"
+
+    def frequency(self, tokens: Sequence[str]) -> np.ndarray:
+        """Document frequency of each token (``int64``; 0 for a token not in the snapshot)."""
+        if not tokens or not len(self.hashes):
+            return np.zeros(len(tokens), dtype=np.int64)
+        h = np.fromiter((token_hash(t) for t in tokens), dtype=np.int64, count=len(tokens))
+        pos = np.minimum(np.searchsorted(self.hashes, h), len(self.hashes) - 1)
+        return np.where(self.hashes[pos] == h, self.dfs[pos], 0).astype(np.int64)
+
+    def weights(self, tokens: Iterable[str]) -> dict[str, float]:
+        """Token -> weight in [0, 1] (see the class docstring); an empty snapshot (N = 0) weighs
+        every token 1."""
+        toks = sorted(set(tokens))
+        if self._log_n <= 0.0:
+            return dict.fromkeys(toks, 1.0)
+        df = self.frequency(toks)
+        w = np.log((self.documents + 1) / (df + 1)) / self._log_n
+        return {t: float(min(1.0, max(0.0, x))) for t, x in zip(toks, w, strict=True)}
+
+
+SOFT_MATCH = 0.9
+"""Jaro-Winkler similarity from which an unshared word of one title counts as the other title's
+word mistyped (Cohen, Ravikumar & Fienberg 2003 use the same 0.9 for soft TF-IDF): at 0.9 two words
+of 6+ letters differ by about one letter, a typo ("recieve", "bluetoth"), while two different words
+of a catalogue rarely come that close. Only words without digits are matched this way: a character
+more or less in a model number or a size is another item, not a typo."""
+
+
+def _soft_mass(wa: dict[str, float], wb: dict[str, float]) -> float:
+    """``Σ_{t ∈ A} w(t) · sim(t, B)``: 1 for a word B has, the best Jaro-Winkler similarity to a word
+    of B when that is at least :data:`SOFT_MATCH` (words without digits only), else 0."""
+    mass = 0.0
+    others = [u for u in wb if not any(c.isdigit() for c in u)]
+    for t, w in wa.items():
+        if t in wb:
+            mass += w
+        elif others and not any(c.isdigit() for c in t):
+            best = max(JaroWinkler.normalized_similarity(t, u) for u in others)
+            if best >= SOFT_MATCH:
+                mass += w * best
+    return mass
+
+
+def weighted_overlap(wa: dict[str, float], wb: dict[str, float]) -> float | None:
+    """Rarity-weighted (soft) token-set similarity of two titles' word weights (:meth:`Rarity.weights`).
+
+    ``max(M(A, B) / Σ_A w, M(B, A) / Σ_B w)`` with ``M(A, B) = Σ_{t ∈ A} w(t) · sim(t, B)``
+    (:func:`_soft_mass`): the weighted form of the overlap coefficient, which is what rapidfuzz's
+    ``token_set_ratio`` (the default title metric) rewards too -- a title whose words are all in
+    the other's scores 1, so a shortened title or one with promotion text appended keeps its full
+    similarity -- with Cohen, Ravikumar & Fienberg's soft matching of mistyped words
+    (:data:`SOFT_MATCH`). What changes is what is *not* shared: a missing rare word (another model
+    number, another paper's subject) costs much, a missing common word ("new", "for", "black")
+    little. Equal titles score 1 whatever their words. Symmetric in (a, b).
+
+    Returns:
+        A similarity in [0, 1]; None when either side has no word, or only words of weight 0 (a
+        title made of words in every document says nothing).
+    """
+    if not wa or not wb:
+        return None
+    sa, sb = sum(wa.values()), sum(wb.values())
+    if sa <= 0.0 or sb <= 0.0:
+        return None
+    return min(1.0, max(_soft_mass(wa, wb) / sa, _soft_mass(wb, wa) / sb))
+
+
+def blended(similarity: float | None, wa: dict[str, float], wb: dict[str, float], share: float) -> float | None:
+    """``(1 - share) * similarity + share * weighted_overlap(wa, wb)``: the title similarity with a
+    ``share`` (0-1, ``[dedup] rarity``) of it from token rarity. ``similarity`` (the title's own
+    metric) is returned unchanged when it is None or when the rarity-weighted one is None (no words
+    with weight)."""
+    if similarity is None:
+        return None
+    w = weighted_overlap(wa, wb)
+    return similarity if w is None else (1.0 - share) * similarity + share * w

@@ -1,0 +1,2 @@
+-- Downgrade of migration 0014.
+DROP TABLE IF EXISTS nearsync.rarity_snapshots;
