@@ -1,0 +1,177 @@
+"""Token rarity (issue 17, item 3): the pure weighted similarity, the snapshot built by
+``nearsync rarity refresh`` against a real PostgreSQL, and the dedup worker scoring with it."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+
+from daemon.config import Settings
+from daemon.db.rarity import active_version, load_active
+from daemon.ops.rarity import refresh_rarity
+from daemon.profiles import PROFILES
+from daemon.scoring import ScoringConfig, score_pair
+from daemon.scoring.rarity import FrequencyCounter, Rarity, blended, title_tokens, token_hash, weighted_overlap
+from daemon.service import opened_backend
+from tests.conftest import flags, pending, queues_empty, running_indexer, running_worker, wait_until, with_dedup
+
+CORPUS = ["oak table vintage set", "vintage oak table lot", "oak table set", "vintage table lot for sale",
+          "oak vintage set", "table set oak vintage lot"]
+
+
+def _snapshot(titles: list[str], version: int = 1) -> Rarity:
+    fc = FrequencyCounter()
+    for t in titles:
+        fc.add(t)
+    return Rarity(version, fc.documents, *fc.arrays())
+
+
+def test_weights_are_idf_relative_to_log_n_and_unknown_words_are_the_rarest() -> None:
+    r = _snapshot(CORPUS + ["walnut oak table"])
+    w = r.weights(title_tokens("Oak WALNUT table brand-new-word"))
+    n = len(CORPUS) + 1
+    assert w["walnut"] == pytest.approx(math.log((n + 1) / 2) / math.log(n + 1))  # df 1
+    assert w["oak"] == pytest.approx(math.log((n + 1) / 7) / math.log(n + 1))  # df 6
+    assert w["word"] == 1.0 and w["brand"] == 1.0  # in no counted document
+    assert 0.0 <= w["oak"] < w["walnut"] < 1.0
+
+
+def test_weighted_overlap_counts_what_is_not_shared_by_its_rarity() -> None:
+    r = _snapshot(CORPUS * 8 + ["chairs", "lamp", "walnut"])
+
+    def sim(a: str, b: str) -> float | None:
+        return weighted_overlap(r.weights(title_tokens(a)), r.weights(title_tokens(b)))
+
+    # equal titles, and a title all of whose words the other has, score 1 whatever their words
+    assert sim("oak table vintage set", "oak table vintage set") == 1.0
+    assert sim("oak table vintage", "oak table vintage set chairs") == 1.0
+    # differing in a rare word: low; differing in a common word while sharing a rare one: high
+    generic = sim("oak table vintage set chairs", "oak table vintage set lamp")
+    rare = sim("oak table vintage set walnut", "oak table vintage lot walnut")
+    assert generic is not None and rare is not None and generic < 0.5 < 0.8 < rare
+    # a mistyped word (Jaro-Winkler >= 0.9) still counts, a different code does not
+    assert sim("walnut table chairs", "walnut table chiars") > 0.9  # type: ignore[operator]
+    assert sim("walnut table ab1234", "walnut table ab1235") < 0.7  # type: ignore[operator]
+    assert sim("", "oak") is None
+    assert weighted_overlap({"oak": 0.0}, {"oak": 0.0}) is None  # only words of weight 0: nothing said
+    # symmetric
+    assert sim("oak table chairs walnut", "table lamp") == sim("table lamp", "oak table chairs walnut")
+    # the blend: share 0 keeps the metric's similarity, share 1 is the weighted one
+    wa, wb = r.weights(title_tokens("oak table set chairs")), r.weights(title_tokens("oak table set lamp"))
+    assert blended(0.9, wa, wb, 0.0) == 0.9 and blended(None, wa, wb, 0.5) is None
+    assert blended(0.9, wa, wb, 1.0) == weighted_overlap(wa, wb)
+
+
+def test_tokens_and_hashes_follow_the_title_metric_normalisation() -> None:
+    assert title_tokens("Sony DVP-FX820  Portable, DVD!") == {"sony", "dvp", "fx820", "portable", "dvd"}
+    assert title_tokens(None) == frozenset() and title_tokens("  ") == frozenset()
+    h = token_hash("sony")
+    assert -(1 << 63) <= h < (1 << 63) and h == token_hash("sony")
+    fc = FrequencyCounter()
+    for t in ["a b b", "b c", None]:
+        fc.add(t)
+    hashes, dfs = fc.arrays()
+    assert fc.documents == 3 and list(hashes) == sorted(hashes)
+    assert dict(zip(hashes.tolist(), dfs.tolist(), strict=True)) == {token_hash("a"): 1, token_hash("b"): 2,
+                                                                     token_hash("c"): 1}
+
+
+@pytest.mark.parametrize("profile", ["classified", "products"])
+def test_without_a_snapshot_or_with_rarity_0_scores_are_unchanged(profile: str) -> None:
+    """No snapshot, or ``rarity = 0``: the same scores and reasons as the configuration without rarity."""
+    plain = ScoringConfig.from_mapping(PROFILES[profile]["dedup"])
+    on_no_snapshot = ScoringConfig.from_mapping({**PROFILES[profile]["dedup"], "rarity": 0.7})
+    off_with_snapshot = plain.with_snapshot(_snapshot(CORPUS))
+    on = on_no_snapshot.with_snapshot(_snapshot(CORPUS))
+    pairs = [({"title": "oak table vintage set chairs", "price": 100}, {"title": "oak table vintage set lamp", "price": 95}),
+             ({"title": "Sony KDL-40V4100 LCD TV"}, {"title": "Sony KDL40V4100 40in LCD television"}),
+             ({"title": "oak table"}, {"title": "walnut chairs"})]
+    for a, b in pairs:
+        ref = score_pair(a, {}, b, {}, plain)
+        assert score_pair(a, {}, b, {}, on_no_snapshot) == ref
+        assert score_pair(a, {}, b, {}, off_with_snapshot) == ref
+    a, b = pairs[0]
+    assert score_pair(a, {}, b, {}, on).score < score_pair(a, {}, b, {}, plain).score
+
+
+# -- against PostgreSQL and the dedup worker ------------------------------------------------------------
+
+COLS = ("user_id", "category", "title", "body", "price", "lat", "lon")
+
+
+async def _insert(dsn: str, ads: list[dict[str, Any]]) -> list[str]:
+    rows = ", ".join(f"({', '.join(['%s'] * len(COLS))}, now())" for _ in ads)
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
+        cur = await c.execute(f"INSERT INTO ads ({', '.join(COLS)}, created_at) VALUES {rows} RETURNING id",
+                              [ad.get(k) for ad in ads for k in COLS])
+        return [str(r[0]) for r in await cur.fetchall()]
+
+
+async def index_done(dsn: str) -> bool:
+    return await pending(dsn, "index") == 0
+
+
+def _ad(user: str, title: str) -> dict[str, Any]:
+    # no body, price or place: the title alone decides the score
+    return {"user_id": user, "category": "furniture", "title": title}
+
+
+async def _links(dsn: str) -> dict[tuple[str, str], float]:
+    async with await psycopg.AsyncConnection.connect(dsn) as c:
+        cur = await c.execute("SELECT a, b, score FROM nearsync.dedup_links")
+        return {(a, b): s for a, b, s in await cur.fetchall()}
+
+
+async def test_refresh_counts_the_indexed_titles_and_the_worker_scores_with_the_snapshot(settings: Settings) -> None:
+    """``refresh_rarity`` stores the document frequencies of the indexed titles as the active snapshot;
+    the worker, which linked two ads sharing only common words without a snapshot, separates them
+    once it reads one, and keeps two ads that share a rare word."""
+    s = with_dedup(settings, rarity=1.0)
+    filler = [_ad(f"f{i}", CORPUS[i % len(CORPUS)]) for i in range(40)]
+    async with running_indexer(s), running_worker(s):
+        await _insert(s.dsn, filler)
+        generic = await _insert(s.dsn, [_ad("u1", "oak table vintage set chairs"), _ad("u1", "oak table vintage set lamp")])
+        rare = await _insert(s.dsn, [_ad("u2", "oak table vintage set walnut"), _ad("u2", "oak table vintage lot walnut")])
+        await wait_until(lambda: queues_empty(s.dsn), timeout=60)
+        before = await flags(s.dsn)
+        async with opened_backend(s) as backend:
+            report = await refresh_rarity(s, backend, requeue=True, progress=False)
+            docs = await backend.get("public.ads", [*generic, *rare])
+        await wait_until(lambda: queues_empty(s.dsn), timeout=60)
+        after = await flags(s.dsn)
+        links = await _links(s.dsn)
+    # without a snapshot (rarity set, none built yet): both pairs flagged on their titles
+    assert generic[1] in before and rare[1] in before
+    # the snapshot: every indexed title counted, with the scorer's tokens
+    titles = [ad["title"] for ad in filler] + [d.fields["title"] for d in docs.values()]
+    df = Counter(token_hash(t) for title in titles for t in title_tokens(title))
+    async with await psycopg.AsyncConnection.connect(s.dsn) as c:
+        snap = await load_active(c, "public.ads")
+        assert await active_version(c, "public.ads") == report["version"]
+    assert snap is not None and snap.version == report["version"] and snap.documents == report["documents"] == 44
+    assert dict(zip(snap.hashes.tolist(), snap.dfs.tolist(), strict=True)) == df
+    assert report["requeued"] == 44 and report["tokens"] == len(df)
+    # with it: the generic pair is no longer linked, the pair sharing a rare word still is
+    assert generic[1] not in after and tuple(sorted(generic)) not in links
+    assert after[rare[1]][1] == before[rare[1]][1] == rare[0]
+
+
+async def test_a_second_refresh_replaces_the_active_snapshot(settings: Settings) -> None:
+    s = with_dedup(settings, rarity=0.5)
+    async with running_indexer(s):
+        await _insert(s.dsn, [_ad("u", t) for t in CORPUS])
+        await wait_until(lambda: index_done(s.dsn), timeout=60)
+    async with opened_backend(s) as backend:
+        first = await refresh_rarity(s, backend, progress=False)
+        second = await refresh_rarity(s, backend, progress=False)
+    assert second["version"] > first["version"] and second["documents"] == first["documents"] == len(CORPUS)
+    async with await psycopg.AsyncConnection.connect(s.dsn) as c:
+        cur = await c.execute("SELECT version, active FROM nearsync.rarity_snapshots")
+        assert await cur.fetchall() == [(second["version"], True)]  # the old one is dropped
+        snap = await load_active(c, "public.ads")
+    assert snap is not None and snap.hashes.dtype == np.int64 and len(snap.hashes) == second["tokens"]
