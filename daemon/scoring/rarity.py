@@ -38,11 +38,11 @@ TOKEN_SEED = 0x6E65_6172_7379_6E63  # "nearsync"; fixed so hashes agree across p
 _SIGN = 1 << 63
 
 
-def title_tokens(text: Any) -> frozenset[str]:
-    """The distinct words of ``text`` as the title's text metrics normalise it (``_text``), or an
-    empty set for a missing or blank value."""
+def title_tokens(text: Any) -> tuple[str, ...]:
+    """The distinct words of ``text`` as the title's text metrics normalise it (``_text``), in the
+    order of their first occurrence, or ``()`` for a missing or blank value."""
     s = m._text(text)
-    return frozenset(s.split()) if s else frozenset()
+    return tuple(dict.fromkeys(s.split())) if s else ()
 
 
 def token_hash(token: str) -> int:
@@ -129,9 +129,9 @@ class Rarity:
         return np.where(self.hashes[pos] == h, self.dfs[pos], 0).astype(np.int64)
 
     def weights(self, tokens: Iterable[str]) -> dict[str, float]:
-        """Token -> weight in [0, 1] (see the class docstring); an empty snapshot (N = 0) weighs
-        every token 1."""
-        toks = sorted(set(tokens))
+        """Token -> weight in [0, 1] (see the class docstring), in the order of ``tokens`` (repeats
+        dropped); an empty snapshot (N = 0) weighs every token 1."""
+        toks = list(dict.fromkeys(tokens))
         if self._log_n <= 0.0:
             return dict.fromkeys(toks, 1.0)
         df = self.frequency(toks)
@@ -148,14 +148,24 @@ more or less in a model number or a size is another item, not a typo."""
 
 
 def _soft_mass(wa: dict[str, float], wb: dict[str, float]) -> float:
-    """``Σ_{t ∈ A} w(t) · sim(t, B)``: 1 for a word B has, the best Jaro-Winkler similarity to a word
-    of B when that is at least :data:`SOFT_MATCH` (words without digits only), else 0."""
+    """``Σ_{t ∈ A} w(t) · sim(t, B)``: 1 for a word B has; for a word with digits (a code or a piece
+    of one), 1 when B's words written together (in B's order) contain it, since shops write one code
+    with and without separators (``Z-2300`` / ``Z2300``, ``010-00715-30`` / ``0100071530``), which the
+    tokenisation cuts differently -- whether two codes conflict is the model-number and number
+    fields' question, not rarity's; for a word without digits the best Jaro-Winkler similarity to a
+    word of B without digits when that is at least :data:`SOFT_MATCH`; else 0."""
     mass = 0.0
     others = [u for u in wb if not any(c.isdigit() for c in u)]
+    joined: str | None = None
     for t, w in wa.items():
         if t in wb:
             mass += w
-        elif others and not any(c.isdigit() for c in t):
+        elif any(c.isdigit() for c in t):
+            if joined is None:
+                joined = "".join(wb)
+            if t in joined:
+                mass += w
+        elif others:
             best = max(JaroWinkler.normalized_similarity(t, u) for u in others)
             if best >= SOFT_MATCH:
                 mass += w * best
