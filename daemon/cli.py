@@ -439,9 +439,9 @@ def build_parser() -> argparse.ArgumentParser:
     y = sub.add_parser("rarity", parents=[common], help="build the title-word rarity snapshot the dedup worker scores with",
                        description="refresh: count every indexed document's title words (document frequency, "
                                    "with the scorer's own tokenisation) and store the counts as the table's new "
-                                   "active snapshot (nearsync.rarity_snapshots). With [dedup] rarity above 0 the "
-                                   "dedup worker weighs shared title words by their rarity in it (IDF) and picks "
-                                   "up a new snapshot at its next batch. A new snapshot changes scores, as a "
+                                   "active snapshot (nearsync.rarity_snapshots). The dedup worker then weighs "
+                                   "title words by their rarity in it (IDF; [dedup] rarity, default 0.25 of the "
+                                   "title's similarity, 0 = off) and picks up a new snapshot at its next batch. A new snapshot changes scores, as a "
                                    "signature change does: --requeue puts every indexed record on the dedup "
                                    "queue so the whole table is scored with it.")
     y.add_argument("action", choices=["refresh"])

@@ -29,6 +29,7 @@ from types import MappingProxyType
 from typing import Any
 
 from daemon.errors import ConfigError
+from daemon.scoring.rarity import RARITY_SHARE
 
 #: Metric name -> {parameter name: default}. Parameters of a metric are only accepted with it.
 METRIC_PARAMS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
@@ -203,7 +204,8 @@ class ScoringConfig:
             document-frequency snapshot is attached (``[dedup] rarity``; see
             :mod:`daemon.scoring.rarity`): the title field's similarity is
             ``(1 - rarity) * s + rarity * weighted_overlap``, where ``s`` is its configured metric.
-            0 (the default) turns rarity off: scores are those without a snapshot, bit for bit.
+            Default :data:`~daemon.scoring.rarity.RARITY_SHARE` (0.25, explained there); 0 turns
+            rarity off. Without a snapshot scores are those without rarity, bit for bit.
         snapshot: the attached snapshot (:meth:`with_snapshot`), or None (no rarity, whatever
             ``rarity`` says). Compared by version only.
     """
@@ -215,7 +217,7 @@ class ScoringConfig:
     scope: str = "user"
     strong_negative_cap: bool = True
     cluster: ClusterConfig = ClusterConfig()
-    rarity: float = 0.0
+    rarity: float = RARITY_SHARE
     snapshot: Any = None
 
     def with_snapshot(self, snapshot: Any) -> ScoringConfig:
@@ -266,7 +268,7 @@ class ScoringConfig:
             raise ConfigError(f"{prefix}.strong_negative_cap", f"must be a boolean, got {neg_cap!r}")
         fields_ = _parse_fields(d.get("fields"), f"{prefix}.fields")
         cluster = _parse_cluster(d.get("cluster"), f"{prefix}.cluster")
-        rarity = _number(d, "rarity", 0.0, prefix, lo=0.0, hi=1.0)
+        rarity = _number(d, "rarity", RARITY_SHARE, prefix, lo=0.0, hi=1.0)
         return cls(
             fields=fields_, duplicate_threshold=dup, potential_threshold=pot, candidate_cap=cap,
             scope=scope, strong_negative_cap=neg_cap, cluster=cluster, rarity=rarity,
