@@ -86,10 +86,12 @@ def test_tokens_and_hashes_follow_the_title_metric_normalisation() -> None:
 @pytest.mark.parametrize("profile", ["classified", "products"])
 def test_without_a_snapshot_or_with_rarity_0_scores_are_unchanged(profile: str) -> None:
     """No snapshot, or ``rarity = 0``: the same scores and reasons as the configuration without rarity."""
-    plain = ScoringConfig.from_mapping(PROFILES[profile]["dedup"])
+    plain = ScoringConfig.from_mapping(PROFILES[profile]["dedup"])  # the default rarity, no snapshot
+    assert plain.rarity > 0 and plain.snapshot is None
     on_no_snapshot = ScoringConfig.from_mapping({**PROFILES[profile]["dedup"], "rarity": 0.7})
-    off_with_snapshot = plain.with_snapshot(_snapshot(CORPUS))
-    on = on_no_snapshot.with_snapshot(_snapshot(CORPUS))
+    off_with_snapshot = ScoringConfig.from_mapping({**PROFILES[profile]["dedup"], "rarity": 0}).with_snapshot(
+        _snapshot(CORPUS))
+    on = plain.with_snapshot(_snapshot(CORPUS))
     pairs = [({"title": "oak table vintage set chairs", "price": 100}, {"title": "oak table vintage set lamp", "price": 95}),
              ({"title": "Sony KDL-40V4100 LCD TV"}, {"title": "Sony KDL40V4100 40in LCD television"}),
              ({"title": "oak table"}, {"title": "walnut chairs"})]

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import xxhash
 from rapidfuzz.distance import JaroWinkler
+from rapidfuzz.process import extractOne
 
 from daemon.scoring import metrics as m
 
@@ -161,7 +162,29 @@ of a catalogue rarely come that close. Only words without digits are matched thi
 more or less in a model number or a size is another item, not a typo."""
 
 
-def _soft_mass(wa: dict[str, float], wb: dict[str, float]) -> float:
+class Weighted:
+    """One title's words with their rarity weights, prepared once per record and snapshot (the
+    dedup worker keeps it on the record's :class:`~daemon.scoring.side.Side`), so a pair costs only
+    the comparison.
+
+    Args:
+        weights: word -> weight (:meth:`Rarity.weights`), in title order.
+
+    Attributes: ``weights``; ``total`` (their sum); ``codes`` (the words with digits); ``words``
+    (the others, for soft matching); ``joined`` (the words written together in title order, for code pieces).
+    """
+
+    __slots__ = ("codes", "joined", "total", "weights", "words")
+
+    def __init__(self, weights: dict[str, float]) -> None:
+        self.weights = weights
+        self.total = sum(weights.values())
+        self.codes = frozenset(u for u in weights if any(c.isdigit() for c in u))
+        self.words = [u for u in weights if u not in self.codes]
+        self.joined = "".join(weights)
+
+
+def _soft_mass(a: Weighted, b: Weighted) -> float:
     """``Σ_{t ∈ A} w(t) · sim(t, B)``: 1 for a word B has; for a word with digits (a code or a piece
     of one), 1 when B's words written together (in B's order) contain it, since shops write one code
     with and without separators (``Z-2300`` / ``Z2300``, ``010-00715-30`` / ``0100071530``), which the
@@ -169,25 +192,23 @@ def _soft_mass(wa: dict[str, float], wb: dict[str, float]) -> float:
     fields' question, not rarity's; for a word without digits the best Jaro-Winkler similarity to a
     word of B without digits when that is at least :data:`SOFT_MATCH`; else 0."""
     mass = 0.0
-    others = [u for u in wb if not any(c.isdigit() for c in u)]
-    joined: str | None = None
-    for t, w in wa.items():
+    wb, others, codes = b.weights, b.words, a.codes
+    for t, w in a.weights.items():
         if t in wb:
             mass += w
-        elif any(c.isdigit() for c in t):
-            if joined is None:
-                joined = "".join(wb)
-            if t in joined:
+        elif t in codes:
+            if t in b.joined:
                 mass += w
         elif others:
-            best = max(JaroWinkler.normalized_similarity(t, u) for u in others)
-            if best >= SOFT_MATCH:
-                mass += w * best
+            best = extractOne(t, others, scorer=JaroWinkler.normalized_similarity, score_cutoff=SOFT_MATCH)
+            if best is not None:
+                mass += w * best[1]
     return mass
 
 
-def weighted_overlap(wa: dict[str, float], wb: dict[str, float]) -> float | None:
-    """Rarity-weighted (soft) token-set similarity of two titles' word weights (:meth:`Rarity.weights`).
+def weighted_overlap(wa: dict[str, float] | Weighted, wb: dict[str, float] | Weighted) -> float | None:
+    """Rarity-weighted (soft) token-set similarity of two titles' word weights (:meth:`Rarity.weights`,
+    or the same prepared as :class:`Weighted`).
 
     ``max(M(A, B) / Σ_A w, M(B, A) / Σ_B w)`` with ``M(A, B) = Σ_{t ∈ A} w(t) · sim(t, B)``
     (:func:`_soft_mass`): the weighted form of the overlap coefficient, which is what rapidfuzz's
@@ -202,15 +223,15 @@ def weighted_overlap(wa: dict[str, float], wb: dict[str, float]) -> float | None
         A similarity in [0, 1]; None when either side has no word, or only words of weight 0 (a
         title made of words in every document says nothing).
     """
-    if not wa or not wb:
+    a = wa if isinstance(wa, Weighted) else Weighted(wa)
+    b = wb if isinstance(wb, Weighted) else Weighted(wb)
+    if not a.weights or not b.weights or a.total <= 0.0 or b.total <= 0.0:
         return None
-    sa, sb = sum(wa.values()), sum(wb.values())
-    if sa <= 0.0 or sb <= 0.0:
-        return None
-    return min(1.0, max(_soft_mass(wa, wb) / sa, _soft_mass(wb, wa) / sb))
+    return min(1.0, max(_soft_mass(a, b) / a.total, _soft_mass(b, a) / b.total))
 
 
-def blended(similarity: float | None, wa: dict[str, float], wb: dict[str, float], share: float) -> float | None:
+def blended(similarity: float | None, wa: dict[str, float] | Weighted, wb: dict[str, float] | Weighted,
+            share: float) -> float | None:
     """``(1 - share) * similarity + share * weighted_overlap(wa, wb)``: the title similarity with a
     ``share`` (0-1, ``[dedup] rarity``) of it from token rarity. ``similarity`` (the title's own
     metric) is returned unchanged when it is None or when the rarity-weighted one is None (no words

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from daemon.scoring import metrics as m
-from daemon.scoring.rarity import title_tokens
+from daemon.scoring.rarity import Weighted, title_tokens
 from daemon.signatures import MINHASH_EMPTY
 
 _MISSING = object()
@@ -55,13 +55,14 @@ class Side:
             v = self._memo[key] = m._text(self.fields.get(name))
         return v  # type: ignore[no-any-return]
 
-    def rarity_weights(self, name: str, snapshot: Any) -> dict[str, float]:
-        """Word -> rarity weight of ``fields[name]``'s words under ``snapshot`` (a
-        :class:`~daemon.scoring.rarity.Rarity`; :meth:`Rarity.weights`), kept per snapshot version."""
+    def rarity_weights(self, name: str, snapshot: Any) -> Weighted:
+        """``fields[name]``'s words with their rarity weights under ``snapshot`` (a
+        :class:`~daemon.scoring.rarity.Rarity`; :meth:`Rarity.weights`), prepared
+        (:class:`~daemon.scoring.rarity.Weighted`) and kept per snapshot version."""
         key = ("rarity", name, snapshot.version)
         v = self._memo.get(key, _MISSING)
         if v is _MISSING:
-            v = self._memo[key] = snapshot.weights(title_tokens(self.fields.get(name)))
+            v = self._memo[key] = Weighted(snapshot.weights(title_tokens(self.fields.get(name))))
         return v  # type: ignore[no-any-return]
 
     def blank(self, name: str) -> bool:
