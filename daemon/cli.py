@@ -441,9 +441,10 @@ def build_parser() -> argparse.ArgumentParser:
                                    "with the scorer's own tokenisation) and store the counts as the table's new "
                                    "active snapshot (nearsync.rarity_snapshots). The dedup worker then weighs "
                                    "title words by their rarity in it (IDF; [dedup] rarity, default 0.25 of the "
-                                   "title's similarity, 0 = off) and picks up a new snapshot at its next batch. A new snapshot changes scores, as a "
-                                   "signature change does: --requeue puts every indexed record on the dedup "
-                                   "queue so the whole table is scored with it.")
+                                   "title's similarity, 0 = off) and picks up a new snapshot at its next "
+                                   "batch. A new snapshot changes scores, as a signature change does: --requeue "
+                                   "puts every indexed record on the dedup queue so the whole table is scored "
+                                   "with it.")
     y.add_argument("action", choices=["refresh"])
     y.add_argument("--requeue", action="store_true", help="also queue every indexed record for the dedup worker")
     y.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -179,3 +179,33 @@ async def test_a_second_refresh_replaces_the_active_snapshot(settings: Settings)
         assert await cur.fetchall() == [(second["version"], True)]  # the old one is dropped
         snap = await load_active(c, "public.ads")
     assert snap is not None and snap.hashes.dtype == np.int64 and len(snap.hashes) == second["tokens"]
+
+
+@pytest.mark.parametrize("backend_name", ["postgres"], indirect=True)
+async def test_the_rarity_refresh_command_stores_a_snapshot_and_queues_the_table(settings: Settings,
+                                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """``nearsync rarity refresh --requeue --json``: exit 0, the report names the stored version, and
+    every indexed record is on the dedup queue; on a database never migrated: exit 3."""
+    import asyncio
+    import json
+
+    from daemon.cli import main
+
+    s = with_dedup(settings)
+    async with running_indexer(s):
+        await _insert(s.dsn, [_ad("u", t) for t in CORPUS])
+        await wait_until(lambda: index_done(s.dsn), timeout=60)
+    async with await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as c:
+        await c.execute("DELETE FROM nearsync.index_tracking WHERE queue = 'dedup'")
+    capsys.readouterr()
+    code = await asyncio.to_thread(main, ["rarity", "refresh", "--requeue", "--json", "--no-progress", "--dsn", s.dsn])
+    out = capsys.readouterr().out  # log lines (captured here too), then the report
+    report = json.loads(out[out.index("\n{\n") + 1:] if not out.startswith("{") else out)
+    assert code == 0 and report["documents"] == len(CORPUS) and report["requeued"] == len(CORPUS)
+    assert await pending(s.dsn, "dedup") == len(CORPUS)
+    async with await psycopg.AsyncConnection.connect(s.dsn) as c:
+        assert await active_version(c, "public.ads") == report["version"]
+        await c.execute("DROP TABLE nearsync.rarity_snapshots")
+        await c.commit()
+    code = await asyncio.to_thread(main, ["rarity", "refresh", "--no-progress", "--dsn", s.dsn])
+    assert code == 3 and "nearsync migrate" in capsys.readouterr().err
