@@ -209,3 +209,27 @@ async def test_the_rarity_refresh_command_stores_a_snapshot_and_queues_the_table
         await c.commit()
     code = await asyncio.to_thread(main, ["rarity", "refresh", "--no-progress", "--dsn", s.dsn])
     assert code == 3 and "nearsync migrate" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("backend_name", ["postgres"], indirect=True)
+async def test_the_check_api_scores_with_the_active_snapshot_as_the_worker_does(settings: Settings) -> None:
+    """``/v1/check`` reads the active snapshot too: an ad sharing only common words with an indexed
+    one is ``potential_duplicate`` without rarity and ``unique`` with it, as the worker decides."""
+    from tests.test_api import api_client
+
+    s = with_dedup(settings, rarity=1.0)
+    async with running_indexer(s):
+        await _insert(s.dsn, [_ad(f"f{i}", CORPUS[i % len(CORPUS)]) for i in range(40)]
+                      + [_ad("u1", "oak table vintage set chairs")])
+        await wait_until(lambda: index_done(s.dsn), timeout=60)
+    body = {"user": "u1", "category": "furniture", "title": "oak table vintage set lamp"}
+    async with api_client(s) as c:
+        before = (await c.post("/v1/check", json=body)).json()
+    async with opened_backend(s) as backend:
+        await refresh_rarity(s, backend, progress=False)
+    async with api_client(s) as c:
+        after = (await c.post("/v1/check", json=body)).json()
+    async with api_client(with_dedup(settings, rarity=0)) as c:
+        off = (await c.post("/v1/check", json=body)).json()
+    assert before["decision"] == off["decision"] == "potential_duplicate" and before["score"] == off["score"]
+    assert after["decision"] == "unique" and after["score"] < before["score"]

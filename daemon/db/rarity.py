@@ -14,6 +14,7 @@ import numpy as np
 import psycopg
 
 from daemon.db.queries import query
+from daemon.scoring import ScoringConfig
 from daemon.scoring.rarity import Rarity
 
 
@@ -67,3 +68,19 @@ async def load_active(conn: psycopg.AsyncConnection[Any], table: str) -> Rarity 
     version, documents, hashes, dfs = row
     return Rarity(version, documents, np.frombuffer(hashes, dtype="<i8").astype(np.int64),
                   np.frombuffer(dfs, dtype="<i4").astype(np.int32))
+
+
+async def following(conn: psycopg.AsyncConnection[Any], table: str, scoring: ScoringConfig) -> ScoringConfig:
+    """``scoring`` with ``table``'s active snapshot attached: ``scoring`` itself when ``rarity`` is 0
+    (no query at all) or the active version is the one attached (one indexed lookup), else a new
+    configuration with the snapshot read (or with none, when the table has none any more).
+
+    Raises:
+        psycopg.Error: on a database error.
+    """
+    if scoring.rarity <= 0.0:
+        return scoring
+    version = await active_version(conn, table)
+    if version == (None if scoring.snapshot is None else scoring.snapshot.version):
+        return scoring
+    return scoring.with_snapshot(await load_active(conn, table) if version is not None else None)

@@ -518,15 +518,12 @@ class DedupHandler:
         indexed lookup of its version per batch, the snapshot read only when the version changed
         (then the pair scores kept in :attr:`_pair_scores` are forgotten: they were scored with the
         old one). Nothing at all when ``[dedup] rarity`` is 0, so scores are those without rarity."""
-        if self.options.scoring.rarity <= 0.0:
+        scoring = await rarity_store.following(conn, self.table, self.options.scoring)
+        if scoring is self.options.scoring:
             return
-        version = await rarity_store.active_version(conn, self.table)
-        current = self.options.scoring.snapshot
-        if version == (None if current is None else current.version):
-            return
-        snapshot = await rarity_store.load_active(conn, self.table) if version is not None else None
-        self.options = replace(self.options, scoring=self.options.scoring.with_snapshot(snapshot))
+        self.options = replace(self.options, scoring=scoring)
         self._pair_scores.clear()
+        snapshot = scoring.snapshot
         log.info("rarity snapshot", table=self.table, version=None if snapshot is None else snapshot.version,
                  documents=None if snapshot is None else snapshot.documents)
 

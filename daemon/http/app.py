@@ -420,7 +420,7 @@ def create_app(settings: Settings, options: ApiOptions | None = None) -> Starlet
                                        configure=configure_session)
             await pool.open()
             st.pool = pool
-            st.checker = Checker(st.table, st.models.ad, st.params, st.dedup, backend, st.options.max_matches)
+            st.checker = Checker(st.table, st.models.ad, st.params, st.dedup, backend, st.options.max_matches, pool)
             st.setdedup = SetDeduplicator(st.table, backend, st.params, st.models.dedup_set, st.cache)
             # Latency: move everything alive after start-up (libraries, configuration, the backend)
             # out of the collector's reach, so a full collection scans only what requests create

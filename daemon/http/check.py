@@ -12,7 +12,8 @@ inserted agree.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import BaseModel
@@ -22,6 +23,7 @@ from daemon.dedup.ids import record_id_key
 from daemon.dedup.worker import score_candidates
 from daemon.dedup.settings import DedupOptions
 from daemon.capture.documents import document_from_fields
+from daemon.db import rarity as rarity_store
 from daemon.errors import RecordError
 from daemon.http.models import InvalidInput, field_path, validate
 from daemon.signatures import SignatureParams
@@ -85,6 +87,12 @@ def build_document(table: str, fields: dict[str, Any], params: SignatureParams, 
         raise InvalidInput("(body)", str(e)) from None
 
 
+RARITY_CHECK_S = 1.0
+"""Seconds between two look-ups of the active rarity snapshot's version by the check API: a check
+answers with a refreshed snapshot within a second (a refresh is rare; the dedup worker itself looks
+it up once per batch), and a busy API adds at most one indexed query per second."""
+
+
 @dataclass
 class Checker:
     """Runs checks against one table's index.
@@ -93,6 +101,9 @@ class Checker:
         table: tracked table name (``schema.table``). model: the ad model (:func:`build_models`).
         params: signature parameters. options: ``[dedup]`` options. backend: an opened backend.
         max_matches: most matches returned.
+        pool: optional PostgreSQL pool; with it, checks score with the table's active token-rarity
+            snapshot as the dedup worker does (:meth:`follow_rarity`), so a check and the later flag
+            agree. Without it, checks score without rarity.
     """
 
     table: str
@@ -101,6 +112,21 @@ class Checker:
     options: DedupOptions
     backend: IndexBackend
     max_matches: int = 5
+    pool: Any = None
+    _rarity_checked: float = field(default=float("-inf"), repr=False)
+
+    async def follow_rarity(self) -> None:
+        """Attach the table's active rarity snapshot (:func:`daemon.db.rarity.following`), looking its
+        version up at most once per :data:`RARITY_CHECK_S`: a check answers with a new snapshot
+        within that time of its refresh, and costs no database round trip otherwise."""
+        now = time.monotonic()
+        if self.pool is None or self.options.scoring.rarity <= 0.0 or now - self._rarity_checked < RARITY_CHECK_S:
+            return
+        self._rarity_checked = now
+        async with self.pool.connection() as conn:
+            scoring = await rarity_store.following(conn, self.table, self.options.scoring)
+        if scoring is not self.options.scoring:
+            self.options = replace(self.options, scoring=scoring)
 
     async def check(self, body: Any) -> dict[str, Any]:
         """Validate ``body`` and score it against its candidates.
@@ -113,6 +139,7 @@ class Checker:
         Raises:
             InvalidInput: a bad body. TransientIndexError: the index is unreachable.
         """
+        await self.follow_rarity()
         scope = self.options.scoring.scope
         fields, rid = validate_ad(body, self.model, scope=scope)
         doc = build_document(self.table, fields, self.params, scope, rid)
