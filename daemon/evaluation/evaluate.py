@@ -4,7 +4,10 @@ The records are loaded into a throwaway PostgreSQL as ads (in file order, so the
 the earliest), the real indexing daemon and dedup worker run over them (no shortcut) with the
 settings ``nearsync dedup`` would use -- a named profile (:mod:`daemon.profiles`, default
 ``classified``: the daemon's defaults) with a settings file's ``[signatures]`` / ``[dedup]`` on top
--- and the flags and clusters they write are compared with the true pairs:
+-- and the flags and clusters they write are compared with the true pairs. With ``[dedup] rarity``
+above 0 (the default) a token-rarity snapshot of the loaded titles is built once they are indexed
+and before the worker starts (:func:`daemon.ops.rarity.refresh_rarity`; ``rarity_snapshot`` in the
+report), as ``nearsync rarity refresh`` would on a table at rest:
 
 * pair precision/recall/F1 for ``duplicate`` alone and for ``duplicate ∪ potential_duplicate``,
   counted two ways: pairs inside each cluster (for ``duplicate`` alone, among the original and its
