@@ -29,7 +29,7 @@ from types import MappingProxyType
 from typing import Any
 
 from daemon.errors import ConfigError
-from daemon.scoring.rarity import RARITY_SHARE
+from daemon.scoring.rarity import RARITY_SHARE, Rarity
 
 #: Metric name -> {parameter name: default}. Parameters of a metric are only accepted with it.
 METRIC_PARAMS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
@@ -218,9 +218,9 @@ class ScoringConfig:
     strong_negative_cap: bool = True
     cluster: ClusterConfig = ClusterConfig()
     rarity: float = RARITY_SHARE
-    snapshot: Any = None
+    snapshot: Rarity | None = None
 
-    def with_snapshot(self, snapshot: Any) -> ScoringConfig:
+    def with_snapshot(self, snapshot: Rarity | None) -> ScoringConfig:
         """This configuration with ``snapshot`` (a :class:`~daemon.scoring.rarity.Rarity`, or None)
         attached; a new object, this one unchanged."""
         return dataclasses.replace(self, snapshot=snapshot)
