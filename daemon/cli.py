@@ -110,6 +110,10 @@ def _print(obj: Any, as_json: bool) -> None:
 # -- subcommands -----------------------------------------------------------------------------------
 
 def cmd_migrate(args: argparse.Namespace) -> int:
+    """``nearsync migrate``: apply the Alembic migrations up to ``--revision`` (default head), or
+    downgrade to ``--downgrade``; prints the revision before and after (``from``, ``to``). Returns exit code 0; a
+    database that cannot be reached raises (exit 4 by :func:`exit_status`)."""
+
     from daemon.ops.migrate import downgrade, upgrade
 
     settings = _settings(args)
@@ -119,6 +123,10 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 async def cmd_run(args: argparse.Namespace) -> int:
+    """``nearsync run``: the indexing daemon (LISTEN, claim, sign, upsert) until SIGTERM/SIGINT.
+    Waits while the database or index is unreachable (retried with backoff); exits 3 when the
+    table or migrations are missing. Returns exit code 0 on a clean stop."""
+
     from daemon.http.health import serving
     from daemon.service import build_indexer, opened_backend, when_available
 
@@ -135,6 +143,10 @@ async def cmd_run(args: argparse.Namespace) -> int:
 
 
 async def cmd_dedup(args: argparse.Namespace) -> int:
+    """``nearsync dedup``: the dedup worker (claim indexed records, find and score candidates,
+    write links, clusters and flags) until SIGTERM/SIGINT. Waits while the database is
+    unreachable. Returns exit code 0 on a clean stop."""
+
     from daemon.http.health import serving
     from daemon.service import build_worker, opened_backend, when_available
 
@@ -149,6 +161,9 @@ async def cmd_dedup(args: argparse.Namespace) -> int:
 
 
 def cmd_grant_role(args: argparse.Namespace) -> int:
+    """``nearsync grant-role``: create the least-privilege role ``args.role`` if missing, grant it
+    the daemon's privileges and print what was granted. Returns exit code 0."""
+
     from daemon.ops.roles import grant_role
 
     _print(grant_role(_settings(args), args.role), args.json)
@@ -156,6 +171,9 @@ def cmd_grant_role(args: argparse.Namespace) -> int:
 
 
 async def cmd_status(args: argparse.Namespace) -> int:
+    """``nearsync status``: rows, indexed documents, NOTIFY queue use and per-queue backlog (pending,
+    oldest age in s, claimed, retrying, dead letters), as text or ``--json``. Returns exit code 0."""
+
     from daemon.service import status
 
     report = await status(_settings(args))
@@ -171,6 +189,11 @@ async def cmd_status(args: argparse.Namespace) -> int:
 
 
 async def cmd_reindex(args: argparse.Namespace) -> int:
+    """``nearsync reindex``: a full, resumable rebuild of the index from the table (a new index and an
+    alias swap on search servers), or ``--verify`` / ``--repair`` (drift between table and index,
+    on a sample) or ``--rollback``. Returns 0, or 1 when drift was found and not repaired or the
+    rollback is impossible (:class:`PermanentIndexError`)."""
+
     from daemon.backends.base import PermanentIndexError
     from daemon.ops.reindex import reindex, rollback, verify
     from daemon.service import opened_backend
@@ -198,6 +221,11 @@ async def cmd_reindex(args: argparse.Namespace) -> int:
 
 
 async def cmd_rarity(args: argparse.Namespace) -> int:
+    """``nearsync rarity refresh``: build a new token-rarity (document-frequency) snapshot from the
+    indexed documents and make it active (:func:`daemon.ops.rarity.refresh_rarity`); with
+    ``--requeue`` the whole table goes back on the dedup queue so every flag uses it. Returns
+    exit code 0; exit 3 (by :func:`exit_status`) when the table or migration 0014 is missing."""
+
     from daemon.dedup.settings import dedup_options
     from daemon.ops.rarity import refresh_rarity
     from daemon.service import open_source, opened_backend
@@ -216,6 +244,9 @@ async def cmd_rarity(args: argparse.Namespace) -> int:
 
 
 async def cmd_deadletter(args: argparse.Namespace) -> int:
+    """``nearsync deadletter list|retry|purge``: list dead-lettered changes with their errors, requeue
+    them (all, or ``ids``), or delete them. Returns exit code 0."""
+
     from daemon.ops.deadletters import list_dead, purge_dead, retry_dead
 
     settings = _settings(args)
@@ -237,6 +268,13 @@ async def cmd_deadletter(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    """``nearsync evaluate``: load a labelled set (``--records``/``--pairs``, or the shipped Abt-Buy
+    set), run the configured pipeline (profile, ``--config``) on a throwaway or given database and
+    print precision/recall/F1, candidate recall and the effective settings as JSON; or, with
+    ``--feedback``, export moderators' decisions as labelled pairs. Raises :class:`ConfigError`
+    (exit 2) naming the option for a missing ``--pairs``/``--dsn``, a bad ``--delimiter`` or an
+    unreadable ``--config``. Returns exit code 0."""
+
     from daemon.evaluation.datasets import abt_buy, default_data_dir, parse_mapping
     from daemon.evaluation.evaluate import evaluate, export_feedback, load_labelled
     from daemon.profiles import DEFAULT_PROFILE, profile_name
@@ -287,6 +325,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    """``nearsync serve``: the HTTP API (``/v1/check``, moderation UI, health) under uvicorn until
+    stopped. Refuses a non-loopback bind without API keys unless ``--insecure`` (exit 2), waits
+    while the database is unreachable, exits 3 when it is not migrated. Returns exit code 0."""
+
     import os
     from dataclasses import replace
 
@@ -317,12 +359,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    """``nearsync demo``: the whole pipeline on Abt-Buy from ``--data`` (or generated ads when the
+    data is absent, which it says), ending with the pair figures. Returns its exit code."""
+
     from daemon.evaluation.demo import run_demo
 
     return run_demo(data_dir=args.data, limit=args.limit, dsn=args.dsn, backend=args.backend)
 
 
 def cmd_lsh(args: argparse.Namespace) -> int:
+    """``nearsync lsh``: the LSH layout (bands x rows) chosen for ``--threshold`` and
+    ``--num-perm`` and its S-curve table (probability that a pair of Jaccard J shares a band).
+    Returns exit code 0."""
+
     from daemon.signatures import lsh_params, s_curve_table
 
     b, r = lsh_params(args.threshold, args.num_perm)
