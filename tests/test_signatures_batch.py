@@ -158,7 +158,9 @@ ENCODED_DIGEST = "cf986fc8182df9a2"
 """xxh64 of the wire form of :func:`_golden_items` as built by the signature workers, computed with
 the code of 06e9b14 (before the issue 20 speed-ups): every later change to the signing or
 encoding path must give the same bytes. Change it only with a change of signatures on purpose
-(a new ``SIGNATURE_SCHEMA_VERSION`` or parameters), and say so in the changelog."""
+(a new ``SIGNATURE_SCHEMA_VERSION`` or parameters), and say so in the changelog. The normalised
+text, stored last in the signature until 2026-11-26 and no longer stored since, is put back into
+each signature before hashing, so the digest still covers every other byte as it was."""
 
 
 def _golden_items() -> list[tuple[dict, int]]:
@@ -181,22 +183,30 @@ def test_worker_wire_form_is_byte_for_byte_the_pinned_one() -> None:
     the bytes the code gave before the issue 20 work: record id, version, the four JSON texts and
     the three packed int64 arrays of every document, in chunks of 250 as the indexer builds them.
     The keys, no longer stored when they are the signature's own (migration 0013), are the JSON of
-    what a read rebuilds from the signature (``keys_of``): the same bytes as the keys stored before."""
+    what a read rebuilds from the signature (``keys_of``): the same bytes as the keys stored before.
+    The normalised text, no longer stored, is put back last into each signature (as
+    ``compute_signature`` gives it) to compare the rest with the bytes of before."""
     import orjson
     import xxhash
 
     from daemon.backends.pg_encoding import encode_document, keys_of
 
-    builder = DocumentBuilder(SourceTable(SourceSettings(), "int"), SignatureParams(), "user", encoder=encode_document)
+    params = SignatureParams()
+    builder = DocumentBuilder(SourceTable(SourceSettings(), "int"), params, "user", encoder=encode_document)
+    plain = replace(builder, encoder=None, signed=False)
     items = _golden_items()
     digest = xxhash.xxh64()
     for i in range(0, len(items), 250):
-        for d in builder.build_many(items[i:i + 250]):
+        chunk = items[i:i + 250]
+        for (row, version), d in zip(chunk, builder.build_many(chunk)):
             assert not isinstance(d, RecordError), d
             e = d.encoded
             assert e.keys is None  # every one of these documents has its signature's own keys
-            keys = orjson.dumps(keys_of(orjson.loads(e.signature))).decode()
-            for text in (d.record_id, str(d.version), e.scope, e.fields, e.signature, keys):
+            sig = orjson.loads(e.signature)
+            assert "text" not in sig
+            sig["text"] = compute_signature(plain.build(row, version).fields, params).text
+            keys = orjson.dumps(keys_of(sig)).decode()
+            for text in (d.record_id, str(d.version), e.scope, e.fields, orjson.dumps(sig).decode(), keys):
                 digest.update(text.encode() + b"\x1e")
             for packed in (e.bottomk, e.minhash, e.key_hashes):
                 digest.update((b"N" if packed is None else packed) + b"\x1e")
