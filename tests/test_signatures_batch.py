@@ -156,11 +156,16 @@ def test_build_many_signs_the_batch_and_isolates_bad_rows() -> None:
 
 ENCODED_DIGEST = "cf986fc8182df9a2"
 """xxh64 of the wire form of :func:`_golden_items` as built by the signature workers, computed with
-the code of 06e9b14 (before the issue 20 speed-ups): every later change to the signing or
-encoding path must give the same bytes. Change it only with a change of signatures on purpose
-(a new ``SIGNATURE_SCHEMA_VERSION`` or parameters), and say so in the changelog. The normalised
-text, stored last in the signature until 2026-11-26 and no longer stored since, is put back into
-each signature before hashing, so the digest still covers every other byte as it was."""
+the code of 06e9b14 (before the issue 20 speed-ups) and the LSH layout of then (threshold 0.5: 25
+bands of 5 rows): every later change to the signing or encoding path must give the same bytes.
+Change it only with a change of signatures on purpose (a new ``SIGNATURE_SCHEMA_VERSION`` or
+parameters), and say so in the changelog. The normalised text, stored last in the signature until
+2026-11-26 and no longer stored since, is put back into each signature before hashing, so the
+digest still covers every other byte as it was."""
+
+ENCODED_DIGEST_DEFAULT = "7bbd7265f064bb18"
+"""The same digest with today's default parameters (LSH threshold 0.6 since 2026-11-26: 18 bands of
+7 rows), pinned when that default was adopted."""
 
 
 def _golden_items() -> list[tuple[dict, int]]:
@@ -178,7 +183,11 @@ def _golden_items() -> list[tuple[dict, int]]:
              100 + i) for i, r in enumerate(records[:1500] + ads)]
 
 
-def test_worker_wire_form_is_byte_for_byte_the_pinned_one() -> None:
+@pytest.mark.parametrize(("params", "expected"), [
+    (SignatureParams(lsh_threshold=0.5), ENCODED_DIGEST),
+    (SignatureParams(), ENCODED_DIGEST_DEFAULT),
+], ids=["lsh-0.5", "default"])
+def test_worker_wire_form_is_byte_for_byte_the_pinned_one(params: SignatureParams, expected: str) -> None:
     """``build_many`` with the PostgreSQL encoder (what a signature worker sends back) gives exactly
     the bytes the code gave before the issue 20 work: record id, version, the four JSON texts and
     the three packed int64 arrays of every document, in chunks of 250 as the indexer builds them.
@@ -191,7 +200,6 @@ def test_worker_wire_form_is_byte_for_byte_the_pinned_one() -> None:
 
     from daemon.backends.pg_encoding import encode_document, keys_of
 
-    params = SignatureParams()
     builder = DocumentBuilder(SourceTable(SourceSettings(), "int"), params, "user", encoder=encode_document)
     plain = replace(builder, encoder=None, signed=False)
     items = _golden_items()
@@ -210,4 +218,4 @@ def test_worker_wire_form_is_byte_for_byte_the_pinned_one() -> None:
                 digest.update(text.encode() + b"\x1e")
             for packed in (e.bottomk, e.minhash, e.key_hashes):
                 digest.update((b"N" if packed is None else packed) + b"\x1e")
-    assert digest.hexdigest() == ENCODED_DIGEST
+    assert digest.hexdigest() == expected
