@@ -48,9 +48,9 @@ candidate keys. A record also carries simhash blocks (near-identical texts), its
 model-number keys and sampled title tokens or title pairs (:mod:`~daemon.signatures.supertokens`),
 so a listing reposted with small edits or the same product in another shop is found through those
 whatever the bands do; the bands add the records whose body text is mostly shared. Below Jaccard
-0.7 two bodies differ in a third of their 3-shingles or more, which is no longer the same text
-with small edits: such pairs are either found through their titles and models or are not
-duplicates. Every candidate key costs the index an entry per document (a GIN entry in
+0.7, 30% or more of the two bodies' distinct 3-shingles are in one of them only, which is no
+longer the same text with small edits: such pairs are either found through their titles and
+models or are not duplicates. Every candidate key costs the index an entry per document (a GIN entry in
 PostgreSQL, a unique keyword term on a search server), and bands are the one kind whose count
 does not depend on the record, so 7 keys fewer of ~37 is a fifth less index work for every
 signed write. Measured on all labelled sets of docs/quality.md (Abt-Buy, DBLP-ACM, generated
