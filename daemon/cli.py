@@ -373,9 +373,11 @@ def cmd_lsh(args: argparse.Namespace) -> int:
     Returns exit code 0."""
 
     from daemon.signatures import lsh_params, s_curve_table
+    from daemon.signatures.params import DEFAULT_LSH_THRESHOLD
 
-    b, r = lsh_params(args.threshold, args.num_perm)
-    print(f"threshold {args.threshold} with {args.num_perm} permutations: {b} bands x {r} rows")
+    threshold = DEFAULT_LSH_THRESHOLD if args.threshold is None else args.threshold
+    b, r = lsh_params(threshold, args.num_perm)
+    print(f"threshold {threshold} with {args.num_perm} permutations: {b} bands x {r} rows")
     print(s_curve_table(b, r))
     return 0
 
@@ -385,9 +387,10 @@ def cmd_lsh(args: argparse.Namespace) -> int:
 def _lsh_epilog() -> str:
     try:
         from daemon.signatures import lsh_params, s_curve_table
+        from daemon.signatures.params import DEFAULT_LSH_THRESHOLD
 
-        b, r = lsh_params(0.5, 128)
-        return (f"MinHash LSH defaults: 128 permutations, {b} bands x {r} rows (target Jaccard 0.5).\n"
+        b, r = lsh_params(DEFAULT_LSH_THRESHOLD, 128)
+        return (f"MinHash LSH defaults: 128 permutations, {b} bands x {r} rows (target Jaccard {DEFAULT_LSH_THRESHOLD}).\n"
                 f"Probability that a pair becomes a candidate, 1-(1-s^r)^b:\n{s_curve_table(b, r)}")
     except Exception:  # noqa: BLE001 - help must never fail
         return ""
@@ -597,7 +600,8 @@ def build_parser() -> argparse.ArgumentParser:
     sv.set_defaults(func=cmd_serve)
 
     lsh = sub.add_parser("lsh", parents=[debug], help="print the LSH band/row choice and its S-curve for a threshold")
-    lsh.add_argument("--threshold", type=open_fraction, default=0.5, help="target Jaccard similarity, 0-1")
+    lsh.add_argument("--threshold", type=open_fraction, default=None,
+                     help="target Jaccard similarity, 0-1 (default: signatures.lsh.threshold's default, 0.6)")
     lsh.add_argument("--num-perm", type=positive_int, default=128, help="MinHash permutations (default 128)")
     lsh.set_defaults(func=cmd_lsh)
     return p

@@ -156,9 +156,16 @@ def test_build_many_signs_the_batch_and_isolates_bad_rows() -> None:
 
 ENCODED_DIGEST = "cf986fc8182df9a2"
 """xxh64 of the wire form of :func:`_golden_items` as built by the signature workers, computed with
-the code of 06e9b14 (before the issue 20 speed-ups): every later change to the signing or
-encoding path must give the same bytes. Change it only with a change of signatures on purpose
-(a new ``SIGNATURE_SCHEMA_VERSION`` or parameters), and say so in the changelog."""
+the code of 06e9b14 (before the issue 20 speed-ups) and the LSH layout of then (threshold 0.5: 25
+bands of 5 rows): every later change to the signing or encoding path must give the same bytes.
+Change it only with a change of signatures on purpose (a new ``SIGNATURE_SCHEMA_VERSION`` or
+parameters), and say so in the changelog. The normalised text, stored last in the signature until
+2026-11-26 and no longer stored since, is put back into each signature before hashing, so the
+digest still covers every other byte as it was."""
+
+ENCODED_DIGEST_DEFAULT = "7bbd7265f064bb18"
+"""The same digest with today's default parameters (LSH threshold 0.6 since 2026-11-26: 18 bands of
+7 rows), pinned when that default was adopted."""
 
 
 def _golden_items() -> list[tuple[dict, int]]:
@@ -176,28 +183,39 @@ def _golden_items() -> list[tuple[dict, int]]:
              100 + i) for i, r in enumerate(records[:1500] + ads)]
 
 
-def test_worker_wire_form_is_byte_for_byte_the_pinned_one() -> None:
+@pytest.mark.parametrize(("params", "expected"), [
+    (SignatureParams(lsh_threshold=0.5), ENCODED_DIGEST),
+    (SignatureParams(), ENCODED_DIGEST_DEFAULT),
+], ids=["lsh-0.5", "default"])
+def test_worker_wire_form_is_byte_for_byte_the_pinned_one(params: SignatureParams, expected: str) -> None:
     """``build_many`` with the PostgreSQL encoder (what a signature worker sends back) gives exactly
     the bytes the code gave before the issue 20 work: record id, version, the four JSON texts and
     the three packed int64 arrays of every document, in chunks of 250 as the indexer builds them.
     The keys, no longer stored when they are the signature's own (migration 0013), are the JSON of
-    what a read rebuilds from the signature (``keys_of``): the same bytes as the keys stored before."""
+    what a read rebuilds from the signature (``keys_of``): the same bytes as the keys stored before.
+    The normalised text, no longer stored, is put back last into each signature (as
+    ``compute_signature`` gives it) to compare the rest with the bytes of before."""
     import orjson
     import xxhash
 
     from daemon.backends.pg_encoding import encode_document, keys_of
 
-    builder = DocumentBuilder(SourceTable(SourceSettings(), "int"), SignatureParams(), "user", encoder=encode_document)
+    builder = DocumentBuilder(SourceTable(SourceSettings(), "int"), params, "user", encoder=encode_document)
+    plain = replace(builder, encoder=None, signed=False)
     items = _golden_items()
     digest = xxhash.xxh64()
     for i in range(0, len(items), 250):
-        for d in builder.build_many(items[i:i + 250]):
+        chunk = items[i:i + 250]
+        for (row, version), d in zip(chunk, builder.build_many(chunk)):
             assert not isinstance(d, RecordError), d
             e = d.encoded
             assert e.keys is None  # every one of these documents has its signature's own keys
-            keys = orjson.dumps(keys_of(orjson.loads(e.signature))).decode()
-            for text in (d.record_id, str(d.version), e.scope, e.fields, e.signature, keys):
+            sig = orjson.loads(e.signature)
+            assert "text" not in sig
+            sig["text"] = compute_signature(plain.build(row, version).fields, params).text
+            keys = orjson.dumps(keys_of(sig)).decode()
+            for text in (d.record_id, str(d.version), e.scope, e.fields, orjson.dumps(sig).decode(), keys):
                 digest.update(text.encode() + b"\x1e")
             for packed in (e.bottomk, e.minhash, e.key_hashes):
                 digest.update((b"N" if packed is None else packed) + b"\x1e")
-    assert digest.hexdigest() == ENCODED_DIGEST
+    assert digest.hexdigest() == expected

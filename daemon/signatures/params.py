@@ -8,7 +8,7 @@ Configuration shape (YAML/TOML/JSON, under ``signatures``; every key optional)::
     shingles: {n: 3, max_body_chars: 100000}
     simhash:  {features: unigrams, blocks: 4, max_distance: 3}
     minhash:  {num_perm: 128}
-    lsh:      {threshold: 0.5, bands: null, rows: null}
+    lsh:      {threshold: 0.6, bands: null, rows: null}
     bottomk:  {k: 64, shingles: words}
     geohash:  {precision: 6}
     super:    {rules: [[title, geo], [model, category]], title_tokens: 3, max_per_rule: 32, title_pairs: 0}
@@ -37,6 +37,28 @@ SIGNATURE_SCHEMA_VERSION = 3
 carries identity keys (whole title, each model number). The fingerprint changes with it, so
 documents signed before need a ``nearsync reindex`` to be compared with new ones."""
 
+DEFAULT_LSH_THRESHOLD = 0.6
+"""Default target Jaccard similarity of the LSH bands (``signatures.lsh.threshold``): 18 bands of 7
+rows with 128 permutations (:func:`~daemon.signatures.lsh.lsh_params`), so two records whose word
+3-shingles have Jaccard similarity 0.8 share a band with probability 0.986, at 0.7 with 0.79 and
+at 0.5 with 0.13 (``nearsync lsh --threshold 0.6``).
+
+Why 0.6 and not 0.5 (25 bands of 5 rows, the default until 2026-11-26): bands are not the only
+candidate keys. A record also carries simhash blocks (near-identical texts), its whole-title and
+model-number keys and sampled title tokens or title pairs (:mod:`~daemon.signatures.supertokens`),
+so a listing reposted with small edits or the same product in another shop is found through those
+whatever the bands do; the bands add the records whose body text is mostly shared. Below Jaccard
+0.7, 30% or more of the two bodies' distinct 3-shingles are in one of them only, which is no
+longer the same text with small edits: such pairs are either found through their titles and
+models or are not duplicates. Every candidate key costs the index an entry per document (a GIN entry in
+PostgreSQL, a unique keyword term on a search server), and bands are the one kind whose count
+does not depend on the record, so 7 keys fewer of ~37 is a fifth less index work for every
+signed write. Measured on all labelled sets of docs/quality.md (Abt-Buy, DBLP-ACM, generated
+reposts of five seeds; 2026-11-26): the same pairs, candidates and F1 at 0.6 as at 0.5. The
+candidate keys are tested by the global-scope sets (Abt-Buy, DBLP-ACM); the reposts' sellers have
+fewer ads than ``dedup.exhaustive_below``, so their ads are compared with all others of the
+seller whatever the keys."""
+
 SUPER_COMPONENTS: tuple[str, ...] = ("title", "body", "geo", "model", "category", "user")
 """Field roles a super-token rule may combine."""
 SIMHASH_FEATURES: tuple[str, ...] = ("unigrams", "shingles")
@@ -58,7 +80,8 @@ class SignatureParams:
         simhash_features: ``"unigrams"`` (TF-weighted tokens; ~2 bits per one-word edit) or
             ``"shingles"`` (distinct word n-grams, weight 1; ~5 bits).
         simhash_blocks, simhash_max_distance: permuted-table layout (:func:`block_keys`).
-        num_perm: MinHash length. lsh_threshold: target Jaccard for :func:`lsh_params`;
+        num_perm: MinHash length. lsh_threshold: target Jaccard for :func:`lsh_params`
+            (:data:`DEFAULT_LSH_THRESHOLD`);
             lsh_bands/lsh_rows: explicit layout overriding the threshold (both or neither).
         bottomk_k: bottom-k sketch size; bottomk_shingles: ``"words"`` (n-grams) or ``"sentences"``.
         geohash_precision: 1–12. super_rules: tuples of :data:`SUPER_COMPONENTS`.
@@ -78,7 +101,7 @@ class SignatureParams:
     simhash_blocks: int = 4
     simhash_max_distance: int = 3
     num_perm: int = 128
-    lsh_threshold: float = 0.5
+    lsh_threshold: float = DEFAULT_LSH_THRESHOLD
     lsh_bands: int | None = None
     lsh_rows: int | None = None
     bottomk_k: int = 64

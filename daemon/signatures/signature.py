@@ -38,11 +38,18 @@ from .supertokens import identity_keys, super_tokens, title_pair_keys, title_sam
 from .text import normalise_text, sentences, tokens_from_words
 
 MAX_TEXT_CHARS = 2_000
-"""Length cap of the document's ``text`` field (normalised title + body)."""
+"""Length cap of :attr:`Signature.text` (normalised title + body)."""
 
 DOCUMENT_KEYS: tuple[str, ...] = (
-    "v", "params", "simhash", "minhash", "bottomk", "bands", "blocks", "geo", "super", "models", "phones", "emails", "tokens", "text",
+    "v", "params", "simhash", "minhash", "bottomk", "bands", "blocks", "geo", "super", "models", "phones", "emails", "tokens",
 )
+"""The keys of :meth:`Signature.to_document`, in order. ``text`` is not one of them since 2026-11-26:
+no reader (scoring, the candidate lookups, the HTTP API) used the stored normalised text, and it
+was up to 2,000 characters of every document's signature (``jsonb`` that PostgreSQL parses and
+TOASTs, a stored object in a search index). Documents stored before carry it; they are read as they
+are (:meth:`Signature.from_document` accepts it)."""
+LEGACY_DOCUMENT_KEYS = frozenset({"text"})
+"""Keys a stored signature document may still hold from before (accepted by :meth:`Signature.from_document`)."""
 _LIST_KEYS_INT = ("minhash", "bottomk")
 _LIST_KEYS_STR = ("bands", "blocks", "geo", "super", "models", "phones", "emails", "tokens")
 _INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -57,7 +64,8 @@ class Signature:
         simhash: 64-bit simhash as a signed int64. minhash: ``num_perm`` ints in ``[0, 2**61 - 1]``.
         bottomk: ≤ k sorted ints in ``[0, 2**63)``. bands, blocks, super: candidate keys.
         geo: own geohash cell then neighbours. models, phones, emails: extracted entities.
-        tokens: distinct normalised title tokens. text: normalised title + body, ≤ 2,000 chars.
+        tokens: distinct normalised title tokens. text: normalised title + body, ≤ 2,000 chars
+            (computed, not stored: :meth:`to_document` leaves it out).
     """
 
     v: int
@@ -82,22 +90,23 @@ class Signature:
 
     def to_document(self) -> dict[str, Any]:
         """JSON-serialisable dict with exactly the keys of :data:`DOCUMENT_KEYS`; ints fit signed int64.
+        :attr:`text` is not stored (see :data:`DOCUMENT_KEYS`).
 
         Returns:
             ``{"v": int, "params": str, "simhash": int, "minhash": list[int], "bottomk": list[int],
             "bands": list[str], "blocks": list[str], "geo": list[str], "super": list[str],
-            "models": list[str], "phones": list[str], "emails": list[str], "tokens": list[str], "text": str}``
+            "models": list[str], "phones": list[str], "emails": list[str], "tokens": list[str]}``
         """
         # One literal in DOCUMENT_KEYS order (a loop of getattr took ~2x the time per document).
         return {"v": self.v, "params": self.params, "simhash": self.simhash, "minhash": list(self.minhash),
                 "bottomk": list(self.bottomk), "bands": list(self.bands), "blocks": list(self.blocks),
                 "geo": list(self.geo), "super": list(self.super), "models": list(self.models),
-                "phones": list(self.phones), "emails": list(self.emails), "tokens": list(self.tokens),
-                "text": self.text}
+                "phones": list(self.phones), "emails": list(self.emails), "tokens": list(self.tokens)}
 
     @classmethod
     def from_document(cls, d: Mapping[str, Any]) -> "Signature":
-        """Inverse of :meth:`to_document`.
+        """Inverse of :meth:`to_document`: :attr:`text` is ``""`` unless ``d`` holds it (a document
+        stored before 2026-11-26, see :data:`LEGACY_DOCUMENT_KEYS`).
 
         Raises:
             ValueError: a key is missing or unexpected, or a value has the wrong type/range.
@@ -105,14 +114,15 @@ class Signature:
         if not isinstance(d, Mapping):
             raise ValueError(f"signature document must be a mapping, got {type(d).__name__}")
         missing = [k for k in DOCUMENT_KEYS if k not in d]
-        extra = [k for k in d if k not in DOCUMENT_KEYS]
+        extra = [k for k in d if k not in DOCUMENT_KEYS and k not in LEGACY_DOCUMENT_KEYS]
         if missing or extra:
             raise ValueError(f"signature document keys: missing {missing}, unexpected {extra}")
         for key in ("v", "simhash"):
             _check_int(d[key], key)
-        if not isinstance(d["params"], str) or not isinstance(d["text"], str):
+        text = d.get("text", "")
+        if not isinstance(d["params"], str) or not isinstance(text, str):
             raise ValueError("signature document: 'params' and 'text' must be strings")
-        values: dict[str, Any] = {"v": d["v"], "params": d["params"], "simhash": d["simhash"], "text": d["text"]}
+        values: dict[str, Any] = {"v": d["v"], "params": d["params"], "simhash": d["simhash"], "text": text}
         for key in _LIST_KEYS_INT:
             values[key] = tuple(_check_int(x, key) for x in _check_list(d[key], key))
         for key in _LIST_KEYS_STR:

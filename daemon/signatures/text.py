@@ -3,7 +3,7 @@
 Pipeline of :func:`normalise_text`: lone surrogates, NUL and other control characters → space; HTML
 ``<script>``/``<style>`` blocks and tags removed, entities unescaped; Unicode NFKC; case folding;
 optionally accents folded (NFKD, combining marks dropped); whitespace collapsed. Punctuation is kept
-so that the result stays readable (it is what the document's ``text`` field shows).
+so that the result stays readable (it is what :attr:`Signature.text <daemon.signatures.Signature.text>` shows).
 
 :func:`tokens` then splits the normalised text into word tokens. A token is a run of letters/digits,
 optionally joined by internal ``-``, ``.`` or ``/`` (``kdl-40v4100``, ``33-1/3``, ``1.5``):
