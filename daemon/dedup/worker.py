@@ -51,7 +51,7 @@ from daemon.dedup.settings import DedupOptions
 from daemon.logs import get_logger
 from daemon.capture.loop import BatchResult
 from daemon.db.queries import query
-from daemon.scoring import PairScore, Side, decide, evidence_against, score_sides
+from daemon.scoring import PairScore, Side, decide, evidence_against, score_sides, score_sides_at_least
 from daemon.capture.queue import Claimed
 
 log = get_logger("nearsync.dedup")
@@ -104,14 +104,16 @@ class ScoredCandidate:
         candidate: the candidate from the index (its ``document`` is the stored one).
         a, b: the pair in canonical order; for a document not in the database (``record_id`` None),
             the candidate comes first, as it would for a record inserted after it.
-        score: the pair's :class:`PairScore` (``score`` 0-100).
+        score: the pair's :class:`PairScore` (``score`` 0-100), or None for a pair shown to score
+            below the potential threshold without being scored in full (only when
+            :func:`score_found` is given a ``floor``; ``flag`` is then None).
         flag: ``decide(score)``: ``"duplicate"``, ``"potential_duplicate"`` or None.
     """
 
     candidate: Candidate
     a: str
     b: str
-    score: PairScore
+    score: PairScore | None
     flag: str | None
 
 
@@ -236,7 +238,7 @@ async def lookup_candidates(table: str, items: Sequence[tuple[str | None, IndexD
 async def score_candidates_many(table: str, items: Sequence[tuple[str, IndexDocument]], backend: IndexBackend,
                                 options: DedupOptions,
                                 known: Callable[[tuple[str, str, int, int]], float | None] | None = None,
-                                ) -> list[ScoredCandidates]:
+                                floor: float | None = None) -> list[ScoredCandidates]:
     """:func:`score_candidates` for several records of the database with one lookup of each kind
     (:func:`lookup_candidates`) per :data:`LOOKUP_CHUNK` records. The next chunk's lookup is sent
     before the current chunk is scored, so the index works on it while this process scores (the
@@ -246,6 +248,7 @@ async def score_candidates_many(table: str, items: Sequence[tuple[str, IndexDocu
     Args:
         items: ``(record_id, document)`` pairs.
         known: scores already computed, as :func:`score_found` takes them (None: score every pair).
+        floor: as :func:`score_found` takes it (None: every pair gets its score).
     Returns:
         One :class:`ScoredCandidates` per item, in order.
     Raises:
@@ -259,7 +262,7 @@ async def score_candidates_many(table: str, items: Sequence[tuple[str, IndexDocu
             found = await (ahead if ahead is not None else lookup_candidates(table, part, backend, options))
             ahead = (asyncio.ensure_future(lookup_candidates(table, parts[i + 1], backend, options))
                      if i + 1 < len(parts) else None)
-            out += [score_found(rid, doc, cands, options, cap=cap, exhaustive=exhaustive, known=known)
+            out += [score_found(rid, doc, cands, options, cap=cap, exhaustive=exhaustive, known=known, floor=floor)
                     for (rid, doc), (cands, cap, exhaustive) in zip(part, found, strict=True)]
     finally:  # scoring failed: do not leave the lookup running, nor its error unretrieved
         if ahead is not None and not ahead.cancel() and not ahead.cancelled():
@@ -277,7 +280,8 @@ LOOKUP_CHUNK = 200
 
 def score_found(record_id: str | None, doc: IndexDocument, cands: Sequence[Candidate],
                 options: DedupOptions, *, cap: int | None = None, exhaustive: bool = False,
-                known: Callable[[tuple[str, str, int, int]], float | None] | None = None) -> ScoredCandidates:
+                known: Callable[[tuple[str, str, int, int]], float | None] | None = None,
+                floor: float | None = None) -> ScoredCandidates:
     """Score a document against the candidates a lookup returned (``cap + 1`` asked for, so that a
     hit cap shows); pure, no I/O.
 
@@ -290,6 +294,10 @@ def score_found(record_id: str | None, doc: IndexDocument, cands: Sequence[Candi
             scored again: a score is a function of the two documents, and a pair below the threshold
             is no link, so its reasons are never read; its :class:`PairScore` then holds the score
             alone. A pair at or above the threshold is scored (its link needs the reasons).
+        floor: with a score (0-100; the dedup worker passes the potential threshold, below which a
+            pair is no link), a pair shown to score below it before every field is compared gets
+            no score (``score`` None, :func:`~daemon.scoring.score_sides_at_least`); None: every
+            pair is scored in full (the check API reports every candidate's score).
     Returns:
         :class:`ScoredCandidates`: at most ``cap`` candidates scored, ``capped`` when more came,
         ``reused`` those whose score came from ``known``.
@@ -312,8 +320,9 @@ def score_found(record_id: str | None, doc: IndexDocument, cands: Sequence[Candi
                     out.append(ScoredCandidate(cand, a, b, PairScore(score), None))
                     reused += 1
                     continue
-        ps = score_sides(side_of(da), side_of(db), cfg)
-        out.append(ScoredCandidate(cand, a, b, ps, decide(ps.score, cfg)))
+        sa, sb = side_of(da), side_of(db)
+        ps = score_sides(sa, sb, cfg) if floor is None else score_sides_at_least(sa, sb, cfg, floor)
+        out.append(ScoredCandidate(cand, a, b, ps, decide(ps.score, cfg) if ps is not None else None))
     return ScoredCandidates(out, capped, exhaustive, reused)
 
 
@@ -417,7 +426,9 @@ class DedupHandler:
     instead of scoring them again, in this batch and in later ones that re-cluster the same
     component, and a later lookup that finds the same pair at the same versions below the potential
     threshold takes its score from here too (:func:`score_found`'s ``known``: when both records of a
-    pair are queued, each finds the other). Cleared at :data:`PAIR_SCORES_MAX`."""
+    pair are queued, each finds the other). A candidate pair dropped below the potential threshold
+    before it was scored in full (:func:`score_found`'s ``floor``) has no score here. Cleared at
+    :data:`PAIR_SCORES_MAX`."""
 
     async def score_records(self, items: Sequence[tuple[str, IndexDocument]],
                             seen: dict[str, IndexDocument] | None = None,
@@ -426,7 +437,8 @@ class DedupHandler:
         ≥ the potential threshold. ``seen`` (optional) receives the candidate documents read;
         ``exhaustive`` (optional) the ids of the records whose lookup compared their whole scope."""
         links: list[Link] = []
-        found = await score_candidates_many(self.table, items, self.backend, self.options, self._pair_scores.get)
+        found = await score_candidates_many(self.table, items, self.backend, self.options, self._pair_scores.get,
+                                            floor=self.options.scoring.potential_threshold)
         for (rid, doc), res in zip(items, found, strict=True):
             links += self._links_of(rid, doc, res)
             if exhaustive is not None and res.exhaustive:
@@ -447,6 +459,8 @@ class DedupHandler:
             self.observer(rid, res.scored)
         links = []
         for sc in res.scored:
+            if sc.score is None:  # below the potential threshold, not scored in full: no score to keep
+                continue
             va, vb = (doc.version, sc.candidate.document.version) if sc.a == rid \
                 else (sc.candidate.document.version, doc.version)
             self._remember((sc.a, sc.b, va, vb), sc.score.score)
