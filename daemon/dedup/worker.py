@@ -580,8 +580,16 @@ class DedupHandler:
 
     def _score_link(self, a: str, b: str, da: IndexDocument, db: IndexDocument) -> Link:
         """The pair (``a`` before ``b``) scored from its two documents, with their versions."""
-        ps = score_sides(side_of(da), side_of(db), self.options.scoring)
+        return self._link(a, b, da, db, self._score(da, db))
+
+    def _score(self, da: IndexDocument, db: IndexDocument) -> PairScore:
+        """The pair of documents ``da``, ``db`` (in canonical order) scored, and counted."""
         _tally().pairs += 1
+        return score_sides(side_of(da), side_of(db), self.options.scoring)
+
+    @staticmethod
+    def _link(a: str, b: str, da: IndexDocument, db: IndexDocument, ps: PairScore) -> Link:
+        """The :class:`Link` of the pair (``a`` before ``b``) scored ``ps`` from ``da`` and ``db``."""
         return Link(a, b, ps.score, ps.reasons, ps.summary(), (da.version, db.version))
 
     async def _drop_dismissed(self, conn: psycopg.AsyncConnection[Any], links: list[Link],
@@ -627,13 +635,13 @@ class DedupHandler:
                 for m, flag, o, cid, link in flags]
 
     def _direct(self, member: str, original: str, docs: dict[str, IndexDocument], via: Link,
-                scored: Link | None = None) -> Link:
+                scored: PairScore | None = None) -> Link:
         """The (member, original) pair scored directly, for a member linked to it only through others.
 
         Its flag then says what relates the two records the flag names; the summary says which
         record links them. Below the potential threshold the member is still flagged (as
         ``potential_duplicate``, for a moderator) because its cluster holds it. ``scored``: the
-        pair as :meth:`_score_link` already scored it from the same ``docs`` (under the same lock),
+        pair as :meth:`_score` already scored it from the same ``docs`` (under the same lock),
         reused instead of scoring it again (``score_pair`` is a function of the two documents).
         """
         a, b = canonical(member, original)
@@ -641,7 +649,7 @@ class DedupHandler:
         other = via.b if via.a == member else via.a
         if da is None or db is None:
             return Link(a, b, via.score, via.reasons, f"linked via #{other}: {via.summary}")
-        link = replace(scored) if scored is not None else self._score_link(a, b, da, db)
+        link = self._link(a, b, da, db, scored) if scored is not None else self._score_link(a, b, da, db)
         link.summary = f"linked via #{other}; directly: {link.summary}"
         return link
 
@@ -674,7 +682,7 @@ class DedupHandler:
                                            order.__getitem__)
         decided = await self._decisions_among(conn, ends, docs) if links else {}
         links = self._without_dismissed_joins(links, decided.get("not_duplicate", set()))
-        scored: dict[tuple[str, str], Link] = {}  # pairs scored below, reused by _direct
+        scored: dict[tuple[str, str], PairScore] = {}  # pairs scored below, reused by _direct
         if cfg.cluster.method == "average":
             dismissed = decided.get("not_duplicate", set())
 
@@ -687,9 +695,9 @@ class DedupHandler:
                 known = self._pair_scores.get(memo_key)
                 if known is not None:
                     return known
-                link = scored[(x, y)] = self._score_link(x, y, docs[x], docs[y])
-                self._remember(memo_key, link.score)
-                return link.score
+                ps = scored[(x, y)] = self._score(docs[x], docs[y])  # its link only if _direct needs it
+                self._remember(memo_key, ps.score)
+                return ps.score
 
             def apart(a: str, b: str) -> bool:
                 """A pair below the link threshold with evidence against a match: never one cluster."""
