@@ -358,8 +358,8 @@ pair that scores below its floor without it."""
 
 _SKETCH_METRICS = frozenset({"jaccard", "simhash"})
 """Metrics :func:`score_sides_at_least` compares last among the fields that can raise a score: a
-sketch comparison costs more than a text ratio or a set look-up, and on a pair whose model numbers
-differ it cannot change the outcome."""
+sketch comparison (a vector of 128 hashes or more) costs more than a text ratio or a set look-up,
+and a pair already below the floor with its sketch taken as similarity 1 needs none."""
 
 _FLOOR_MARGIN = 0.05 + 1e-9
 """How far below the floor (score points, 0-100) a bound must be for :func:`score_sides_at_least`
