@@ -16,7 +16,7 @@ import pytest
 
 from daemon.profiles import PROFILES
 from daemon.evaluation.generator import generate_ads
-from daemon.scoring import ScoringConfig, Side, score_pair, score_sides
+from daemon.scoring import ScoringConfig, Side, score_pair, score_sides, score_sides_at_least
 from daemon.signatures import SignatureParams, compute_signature
 from tests import scoring_reference as ref
 from tests.data_paths import DATA_DIR as DATA
@@ -91,6 +91,33 @@ def test_prepared_scores_equal_the_reference(corpus: tuple[list[Any], list[tuple
     assert len(pairs) > 3000
     assert flagged > 50, "the pairs must include near-duplicates, not only unrelated records"
     assert differing == 0, "a pair's score must not depend on its orientation"
+
+
+@pytest.mark.parametrize("profile", ["classified", "products", "every-metric"])
+def test_scoring_with_a_floor_drops_only_pairs_below_it(corpus: tuple[list[Any], list[tuple[int, int]]],
+                                                        profile: str) -> None:
+    """score_sides_at_least: the same PairScore as score_sides (reasons and details too), or None
+    only for a pair that scores below the floor; at the potential threshold it drops most pairs
+    below it (what the dedup worker saves)."""
+    recs, pairs = corpus
+    cfg = _configs()[profile]
+    sides = [Side(f, s) for f, s, _ in recs]
+    floor = cfg.potential_threshold
+    below = dropped = 0
+    for x, y in pairs:
+        want = score_sides(sides[x], sides[y], cfg)
+        got = score_sides_at_least(sides[x], sides[y], cfg, floor)
+        below += want.score < floor
+        if got is None:
+            dropped += 1
+            assert want.score < floor, (profile, recs[x][0].get("title"), recs[y][0].get("title"), want.score)
+            continue
+        assert (got.score, got.capped, got.reasons, got.details) == (want.score, want.capped, want.reasons,
+                                                                     want.details)
+    assert below > 1000
+    assert dropped > below // 2, (dropped, below)
+    for x, y in pairs[:500]:  # no floor to speak of: nothing dropped
+        assert score_sides_at_least(sides[x], sides[y], cfg, 0.0) == score_sides(sides[x], sides[y], cfg)
 
 
 def test_every_metric_config_compares_every_metric() -> None:

@@ -52,7 +52,7 @@ from daemon.dedup.settings import DedupOptions
 from daemon.logs import get_logger
 from daemon.capture.loop import BatchResult
 from daemon.db.queries import query
-from daemon.scoring import PairScore, Side, decide, evidence_against, score_sides
+from daemon.scoring import PairScore, Side, decide, evidence_against, score_sides, score_sides_at_least
 from daemon.capture.queue import Claimed
 
 log = get_logger("nearsync.dedup")
@@ -105,14 +105,16 @@ class ScoredCandidate:
         candidate: the candidate from the index (its ``document`` is the stored one).
         a, b: the pair in canonical order; for a document not in the database (``record_id`` None),
             the candidate comes first, as it would for a record inserted after it.
-        score: the pair's :class:`PairScore` (``score`` 0-100).
+        score: the pair's :class:`PairScore` (``score`` 0-100), or None for a pair shown to score
+            below the potential threshold without being scored in full (only when
+            :func:`score_found` is given a ``floor``; ``flag`` is then None).
         flag: ``decide(score)``: ``"duplicate"``, ``"potential_duplicate"`` or None.
     """
 
     candidate: Candidate
     a: str
     b: str
-    score: PairScore
+    score: PairScore | None
     flag: str | None
 
 
@@ -237,7 +239,7 @@ async def lookup_candidates(table: str, items: Sequence[tuple[str | None, IndexD
 async def score_candidates_many(table: str, items: Sequence[tuple[str, IndexDocument]], backend: IndexBackend,
                                 options: DedupOptions,
                                 known: Callable[[tuple[str, str, int, int]], float | None] | None = None,
-                                ) -> list[ScoredCandidates]:
+                                floor: float | None = None) -> list[ScoredCandidates]:
     """:func:`score_candidates` for several records of the database with one lookup of each kind
     (:func:`lookup_candidates`) per :data:`LOOKUP_CHUNK` records. The next chunk's lookup is sent
     before the current chunk is scored, so the index works on it while this process scores (the
@@ -247,6 +249,7 @@ async def score_candidates_many(table: str, items: Sequence[tuple[str, IndexDocu
     Args:
         items: ``(record_id, document)`` pairs.
         known: scores already computed, as :func:`score_found` takes them (None: score every pair).
+        floor: as :func:`score_found` takes it (None: every pair gets its score).
     Returns:
         One :class:`ScoredCandidates` per item, in order.
     Raises:
@@ -260,7 +263,7 @@ async def score_candidates_many(table: str, items: Sequence[tuple[str, IndexDocu
             found = await (ahead if ahead is not None else lookup_candidates(table, part, backend, options))
             ahead = (asyncio.ensure_future(lookup_candidates(table, parts[i + 1], backend, options))
                      if i + 1 < len(parts) else None)
-            out += [score_found(rid, doc, cands, options, cap=cap, exhaustive=exhaustive, known=known)
+            out += [score_found(rid, doc, cands, options, cap=cap, exhaustive=exhaustive, known=known, floor=floor)
                     for (rid, doc), (cands, cap, exhaustive) in zip(part, found, strict=True)]
     finally:  # scoring failed: do not leave the lookup running, nor its error unretrieved
         if ahead is not None and not ahead.cancel() and not ahead.cancelled():
@@ -278,7 +281,8 @@ LOOKUP_CHUNK = 200
 
 def score_found(record_id: str | None, doc: IndexDocument, cands: Sequence[Candidate],
                 options: DedupOptions, *, cap: int | None = None, exhaustive: bool = False,
-                known: Callable[[tuple[str, str, int, int]], float | None] | None = None) -> ScoredCandidates:
+                known: Callable[[tuple[str, str, int, int]], float | None] | None = None,
+                floor: float | None = None) -> ScoredCandidates:
     """Score a document against the candidates a lookup returned (``cap + 1`` asked for, so that a
     hit cap shows); pure, no I/O.
 
@@ -291,6 +295,10 @@ def score_found(record_id: str | None, doc: IndexDocument, cands: Sequence[Candi
             scored again: a score is a function of the two documents, and a pair below the threshold
             is no link, so its reasons are never read; its :class:`PairScore` then holds the score
             alone. A pair at or above the threshold is scored (its link needs the reasons).
+        floor: with a score (0-100; the dedup worker passes the potential threshold, below which a
+            pair is no link), a pair shown to score below it before every field is compared gets
+            no score (``score`` None, :func:`~daemon.scoring.score_sides_at_least`); None: every
+            pair is scored in full (the check API reports every candidate's score).
     Returns:
         :class:`ScoredCandidates`: at most ``cap`` candidates scored, ``capped`` when more came,
         ``reused`` those whose score came from ``known``.
@@ -313,8 +321,9 @@ def score_found(record_id: str | None, doc: IndexDocument, cands: Sequence[Candi
                     out.append(ScoredCandidate(cand, a, b, PairScore(score), None))
                     reused += 1
                     continue
-        ps = score_sides(side_of(da), side_of(db), cfg)
-        out.append(ScoredCandidate(cand, a, b, ps, decide(ps.score, cfg)))
+        sa, sb = side_of(da), side_of(db)
+        ps = score_sides(sa, sb, cfg) if floor is None else score_sides_at_least(sa, sb, cfg, floor)
+        out.append(ScoredCandidate(cand, a, b, ps, decide(ps.score, cfg) if ps is not None else None))
     return ScoredCandidates(out, capped, exhaustive, reused)
 
 
@@ -418,7 +427,9 @@ class DedupHandler:
     instead of scoring them again, in this batch and in later ones that re-cluster the same
     component, and a later lookup that finds the same pair at the same versions below the potential
     threshold takes its score from here too (:func:`score_found`'s ``known``: when both records of a
-    pair are queued, each finds the other). Cleared at :data:`PAIR_SCORES_MAX`."""
+    pair are queued, each finds the other). A candidate pair dropped below the potential threshold
+    before it was scored in full (:func:`score_found`'s ``floor``) has no score here. Cleared at
+    :data:`PAIR_SCORES_MAX`."""
 
     async def score_records(self, items: Sequence[tuple[str, IndexDocument]],
                             seen: dict[str, IndexDocument] | None = None,
@@ -427,7 +438,8 @@ class DedupHandler:
         ≥ the potential threshold. ``seen`` (optional) receives the candidate documents read;
         ``exhaustive`` (optional) the ids of the records whose lookup compared their whole scope."""
         links: list[Link] = []
-        found = await score_candidates_many(self.table, items, self.backend, self.options, self._pair_scores.get)
+        found = await score_candidates_many(self.table, items, self.backend, self.options, self._pair_scores.get,
+                                            floor=self.options.scoring.potential_threshold)
         for (rid, doc), res in zip(items, found, strict=True):
             links += self._links_of(rid, doc, res)
             if exhaustive is not None and res.exhaustive:
@@ -448,6 +460,8 @@ class DedupHandler:
             self.observer(rid, res.scored)
         links = []
         for sc in res.scored:
+            if sc.score is None:  # below the potential threshold, not scored in full: no score to keep
+                continue
             va, vb = (doc.version, sc.candidate.document.version) if sc.a == rid \
                 else (sc.candidate.document.version, doc.version)
             self._remember((sc.a, sc.b, va, vb), sc.score.score)
@@ -582,8 +596,16 @@ class DedupHandler:
 
     def _score_link(self, a: str, b: str, da: IndexDocument, db: IndexDocument) -> Link:
         """The pair (``a`` before ``b``) scored from its two documents, with their versions."""
-        ps = score_sides(side_of(da), side_of(db), self.options.scoring)
+        return self._link(a, b, da, db, self._score(da, db))
+
+    def _score(self, da: IndexDocument, db: IndexDocument) -> PairScore:
+        """The pair of documents ``da``, ``db`` (in canonical order) scored, and counted."""
         _tally().pairs += 1
+        return score_sides(side_of(da), side_of(db), self.options.scoring)
+
+    @staticmethod
+    def _link(a: str, b: str, da: IndexDocument, db: IndexDocument, ps: PairScore) -> Link:
+        """The :class:`Link` of the pair (``a`` before ``b``) scored ``ps`` from ``da`` and ``db``."""
         return Link(a, b, ps.score, ps.reasons, ps.summary(), (da.version, db.version))
 
     async def _drop_dismissed(self, conn: psycopg.AsyncConnection[Any], links: list[Link],
@@ -629,13 +651,13 @@ class DedupHandler:
                 for m, flag, o, cid, link in flags]
 
     def _direct(self, member: str, original: str, docs: dict[str, IndexDocument], via: Link,
-                scored: Link | None = None) -> Link:
+                scored: PairScore | None = None) -> Link:
         """The (member, original) pair scored directly, for a member linked to it only through others.
 
         Its flag then says what relates the two records the flag names; the summary says which
         record links them. Below the potential threshold the member is still flagged (as
         ``potential_duplicate``, for a moderator) because its cluster holds it. ``scored``: the
-        pair as :meth:`_score_link` already scored it from the same ``docs`` (under the same lock),
+        pair as :meth:`_score` already scored it from the same ``docs`` (under the same lock),
         reused instead of scoring it again (``score_pair`` is a function of the two documents).
         """
         a, b = canonical(member, original)
@@ -643,7 +665,7 @@ class DedupHandler:
         other = via.b if via.a == member else via.a
         if da is None or db is None:
             return Link(a, b, via.score, via.reasons, f"linked via #{other}: {via.summary}")
-        link = replace(scored) if scored is not None else self._score_link(a, b, da, db)
+        link = self._link(a, b, da, db, scored) if scored is not None else self._score_link(a, b, da, db)
         link.summary = f"linked via #{other}; directly: {link.summary}"
         return link
 
@@ -676,7 +698,7 @@ class DedupHandler:
                                            order.__getitem__)
         decided = await self._decisions_among(conn, ends, docs) if links else {}
         links = self._without_dismissed_joins(links, decided.get("not_duplicate", set()))
-        scored: dict[tuple[str, str], Link] = {}  # pairs scored below, reused by _direct
+        scored: dict[tuple[str, str], PairScore] = {}  # pairs scored below, reused by _direct
         if cfg.cluster.method == "average":
             dismissed = decided.get("not_duplicate", set())
 
@@ -689,9 +711,9 @@ class DedupHandler:
                 known = self._pair_scores.get(memo_key)
                 if known is not None:
                     return known
-                link = scored[(x, y)] = self._score_link(x, y, docs[x], docs[y])
-                self._remember(memo_key, link.score)
-                return link.score
+                ps = scored[(x, y)] = self._score(docs[x], docs[y])  # its link only if _direct needs it
+                self._remember(memo_key, ps.score)
+                return ps.score
 
             def apart(a: str, b: str) -> bool:
                 """A pair below the link threshold with evidence against a match: never one cluster."""

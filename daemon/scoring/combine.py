@@ -362,12 +362,102 @@ def score_sides(a: Side, b: Side, cfg: ScoringConfig) -> PairScore:
     """:func:`score_pair` of two prepared records (:class:`~daemon.scoring.side.Side`): the dedup
     worker keeps one per document, so a record's derived values are computed once for all its
     pairs. Same arguments' meaning and result as :func:`score_pair`."""
+    compiled = _compiled(cfg)
+    return _pair_score(compiled, [compare(a, b) for _, compare, _, _ in compiled], cfg, a, b)
+
+
+AGAINST_ONLY_METRICS = frozenset({"numbers", "colours", "variants", "price_gap"})
+"""Metrics whose only values are 0.0 (evidence against: a size, colour, code or price conflict) and
+None (no evidence): such a field can lower a pair's score, never raise it (see each metric in
+:mod:`daemon.scoring.metrics`), which is what lets :func:`score_sides_at_least` leave it out of a
+pair that scores below its floor without it."""
+
+_SKETCH_METRICS = frozenset({"jaccard", "simhash"})
+"""Metrics :func:`score_sides_at_least` compares last among the fields that can raise a score: a
+sketch comparison (a vector of 128 hashes or more) costs more than a text ratio or a set look-up,
+and a pair already below the floor with its sketch taken as similarity 1 needs none."""
+
+_FLOOR_MARGIN = 0.05 + 1e-9
+"""How far below the floor (score points, 0-100) a bound must be for :func:`score_sides_at_least`
+to stop: half the score's rounding step (scores are rounded to 0.1, so a bound below
+``floor - 0.05`` rounds below the floor whatever the last digits), plus room for floating-point
+rounding in the sums."""
+
+
+def score_sides_at_least(a: Side, b: Side, cfg: ScoringConfig, floor: float) -> PairScore | None:
+    """:func:`score_sides`, or None when the pair is shown to score below ``floor`` without
+    comparing every field (pure; for callers that need no score below ``floor``, as the dedup
+    worker's links need none below the potential threshold).
+
+    A pair's score only falls as a field it has not compared yet turns out lower, is missing, or is
+    of an :data:`AGAINST_ONLY_METRICS` metric (0 or nothing), so the score with every field not
+    compared yet taken as similarity 1 and the against-only fields left out is an upper bound of
+    the real one (the weighted mean rises with each similarity; a positive-only field enters only
+    when it raises the mean; the strong-negative cap only lowers). The fields that can raise the
+    score are compared first, sketches (:data:`_SKETCH_METRICS`) last, with the bound checked
+    before the sketches and before the against-only fields; once it is below ``floor`` by
+    :data:`_FLOOR_MARGIN` the pair is dropped. A pair that is not dropped has every field compared
+    and the same :class:`PairScore` as :func:`score_sides`, bit for bit (the same similarities
+    summed in the same order).
+
+    Args:
+        a, b: the two prepared records. cfg: the scoring configuration.
+        floor: score (0-100) below which the caller needs no score.
+    Returns:
+        The :class:`PairScore`, or None when the pair scores below ``floor`` (then some fields were
+        not compared and no score is known).
+    """
+    compiled = _compiled(cfg)
+    cheap, sketches, against = _stages(cfg)
+    sims: list[Any] = [None] * len(compiled)
+    for i in cheap:
+        sims[i] = compiled[i][1](a, b)
+    limit = floor - _FLOOR_MARGIN
+    if sketches:
+        for i in sketches:
+            sims[i] = 1.0
+        if _weighted(compiled, sims)[0] < limit:
+            return None
+        for i in sketches:
+            sims[i] = compiled[i][1](a, b)
+    if against:
+        if _weighted(compiled, sims)[0] < limit:
+            return None
+        for i in against:
+            sims[i] = compiled[i][1](a, b)
+    return _pair_score(compiled, sims, cfg, a, b)
+
+
+_STAGES: dict[int, tuple[ScoringConfig, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]] = {}
+"""``id(cfg)`` -> (cfg, its :func:`_stages`); the cfg is held so that its id is not reused."""
+
+
+def _stages(cfg: ScoringConfig) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """Field indexes of ``cfg`` in the order :func:`score_sides_at_least` compares them: the fields
+    that can raise a score except sketches, the sketch fields, the against-only fields."""
+    hit = _STAGES.get(id(cfg))
+    if hit is None or hit[0] is not cfg:
+        if len(_STAGES) > 64:  # configs are few and long-lived; bound the table all the same
+            _STAGES.clear()
+        metrics = [spec.metric for spec in cfg.fields]
+        stages = (tuple(i for i, x in enumerate(metrics) if x not in AGAINST_ONLY_METRICS | _SKETCH_METRICS),
+                  tuple(i for i, x in enumerate(metrics) if x in _SKETCH_METRICS),
+                  tuple(i for i, x in enumerate(metrics) if x in AGAINST_ONLY_METRICS))
+        hit = _STAGES[id(cfg)] = (cfg, stages)
+    return hit[1]
+
+
+def _weighted(compiled: tuple[tuple[FieldSpec, Comparator, bool, bool], ...], sims: list[Any],
+              ) -> tuple[float, list[tuple[FieldSpec, float, bool]], bool]:
+    """The weighted mean of a pair's field similarities (``sims``: one per field of ``compiled``,
+    None for a field without evidence), as :func:`score_pair` defines it: ``(score 0-100, not
+    rounded nor capped; entries (spec, similarity, counted) in field order; whether a negative
+    metric compared at 0)``."""
     entries: list[tuple[FieldSpec, float, bool]] = []
     total_w = acc = 0.0
     negative = False
     positive_only: list[tuple[float, int]] = []
-    for spec, compare, positive, negative_metric in _compiled(cfg):
-        sim = compare(a, b)
+    for (spec, _, positive, negative_metric), sim in zip(compiled, sims):
         if sim is None:
             continue
         sim = min(1.0, max(0.0, float(sim)))
@@ -392,7 +482,15 @@ def score_sides(a: Side, b: Side, cfg: ScoringConfig) -> PairScore:
                 continue
             total_w += spec.weight
             acc += spec.weight * sim
-    score = 100.0 * acc / total_w if total_w else 0.0
+    return (100.0 * acc / total_w if total_w else 0.0), entries, negative
+
+
+def _pair_score(compiled: tuple[tuple[FieldSpec, Comparator, bool, bool], ...], sims: list[Any],
+                cfg: ScoringConfig, a: Side, b: Side) -> PairScore:
+    """The :class:`PairScore` of a pair whose every field was compared (``sims`` as :func:`_weighted`
+    takes them): the weighted mean rounded to 0.1, capped below the duplicate threshold on a
+    strong negative signal (``cfg.strong_negative_cap``)."""
+    score, entries, negative = _weighted(compiled, sims)
     capped = False
     if cfg.strong_negative_cap and negative and score >= cfg.duplicate_threshold:
         score = max(0.0, cfg.duplicate_threshold - 0.1)

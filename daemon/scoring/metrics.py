@@ -383,7 +383,6 @@ _DIGIT_CODE = re.compile(r"\d{5,12}")
 
 
 @lru_cache(maxsize=65_536)
-@lru_cache(maxsize=65_536)
 def title_models(title: str) -> frozenset[str]:
     """The codes of a title alone: its model numbers (:func:`daemon.signatures.model_numbers` of the
     normalised title) and its all-digit catalogue numbers of 5 to 12 digits (``3780001``): the
@@ -433,15 +432,23 @@ def codes_conflict(a_title_codes: frozenset[str], b_title_codes: frozenset[str],
                                normalised_identifiers(b_all), min_len)
 
 
+@lru_cache(maxsize=65_536)
+def unmatched_codes(a_title_codes: frozenset[str], b_title_codes: frozenset[str],
+                    min_len: int = 4) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The codes of each title that the other title lacks: ``(a's, b's)``, each a code that is
+    neither in the other set nor a prefix variant of one of its codes (:func:`_matches_set`), in
+    no particular order. Memoised per pair of code sets: the listings of one product mostly carry
+    the same title codes, so the pairs of a product line repeat the same pairs of sets."""
+    return (tuple(x for x in a_title_codes if not _matches_set(x, b_title_codes, min_len)),
+            tuple(y for y in b_title_codes if not _matches_set(y, a_title_codes, min_len)))
+
+
 def codes_conflict_sets(a_title_codes: frozenset[str], b_title_codes: frozenset[str], a_set: frozenset[str],
                         b_set: frozenset[str], min_len: int = 4) -> bool:
     """:func:`codes_conflict` with each record's model numbers already normalised
     (:func:`normalised_identifiers` of ``a_all`` / ``b_all``)."""
-    only_a = [x for x in a_title_codes if not _matches_set(x, b_title_codes, min_len)]
-    if not only_a:
-        return False
-    only_b = [y for y in b_title_codes if not _matches_set(y, a_title_codes, min_len)]
-    if not only_b:
+    only_a, only_b = unmatched_codes(a_title_codes, b_title_codes, min_len)
+    if not only_a or not only_b:
         return False
     return not (any(_matches_set(x, b_set, min_len) for x in only_a) or any(_matches_set(y, a_set, min_len) for y in only_b))
 
@@ -468,8 +475,7 @@ def separate_schemes(a_title_codes: frozenset[str], b_title_codes: frozenset[str
         True when each title has an unshared code and exactly one side's unshared codes are all
         all-digit while the other side's include none.
     """
-    only_a = [x for x in a_title_codes if not _matches_set(x, b_title_codes, min_len)]
-    only_b = [y for y in b_title_codes if not _matches_set(y, a_title_codes, min_len)]
+    only_a, only_b = unmatched_codes(a_title_codes, b_title_codes, min_len)
     if not only_a or not only_b:
         return False
     a_digits = [x.isdigit() for x in only_a]

@@ -40,7 +40,10 @@ ON CONFLICT (table_name, a, b) DO UPDATE SET
 -- ids, then the links as
 -- parallel arrays (NULL when there is none). Each step follows a record's links in both
 -- directions through the two indexes (a LATERAL union, not an OR join, which the planner cannot
--- drive from an index).
+-- drive from an index). The links among the nodes are those from a node (a join on the index of a)
+-- to a node (a hashed semi-join: nodes are distinct, as UNION makes them); "= ANY" of the nodes'
+-- array tested each link's b against the array element by element (2,000 nodes, 3,600 links:
+-- 120-140 ms against 30-40 ms, the same rows).
 WITH RECURSIVE comp(id) AS (
     SELECT unnest(%(ids)b::text[])
     UNION
@@ -55,9 +58,9 @@ WITH RECURSIVE comp(id) AS (
 ), nodes AS MATERIALIZED (
     SELECT id FROM comp LIMIT %(max_nodes)s
 ), among AS (
-    SELECT l.a, l.b, l.score, l.reasons, l.summary FROM nearsync.dedup_links l
-    WHERE l.table_name = %(table)s AND l.a = ANY(ARRAY(SELECT id FROM nodes)) AND l.b = ANY(ARRAY(SELECT id FROM nodes))
-      AND l.score >= %(min_score)s
+    SELECT l.a, l.b, l.score, l.reasons, l.summary
+    FROM nodes n JOIN nearsync.dedup_links l ON l.table_name = %(table)s AND l.a = n.id
+    WHERE l.b IN (SELECT id FROM nodes) AND l.score >= %(min_score)s
 )
 SELECT (SELECT array_agg(id) FROM nodes) AS ids, array_agg(a) AS a, array_agg(b) AS b, array_agg(score) AS score,
        array_agg(reasons) AS reasons, array_agg(summary) AS summary
