@@ -93,7 +93,8 @@ class SignatureParams:
             one product. Measured with ``bench/bench_blocking.py`` on Abt-Buy and a
             20,000-listing product corpus (2026-11-26): 47 -> 30 keys per listing, recall@50
             unchanged (0.974, 0.844). Keep the default for texts whose titles say little
-            (classified ads reposted with a new title), where the bands find reworded copies.
+            (classified ads reposted under a new title), where the bands find a copy whose body
+            is mostly the same text.
             With ``False`` the LSH layout (threshold, bands, rows) has no effect on any document
             and is left out of the fingerprint; ``True`` is left out too, so indexes signed
             before this setting existed stay comparable.
