@@ -22,9 +22,15 @@ Where the CPU goes per row, measured here rather than estimated:
   record (the path before issue 20), signing as a batch (``DocumentBuilder.build_many``) and the
   PostgreSQL wire form (``encode_document``).
 
+``--config FILE`` signs with that settings file (e.g. ``[dedup] profile = "products"``) instead of
+the defaults; ``--compare FILE`` adds a signed variant with the same code and another settings file
+(e.g. the same profile with ``[signatures.lsh] keys = true``), interleaved with the others, and
+prints its in-process split and candidate keys per document too.
+
 Usage (from the repository root)::
 
     python bench/bench_reindex.py [--rows 50000] [--rounds 3] [--baseline c442a24] [--page-size 5000]
+    python bench/bench_reindex.py --config products.toml --compare products-with-bands.toml
 
 Target (issue 20): signed ≥ 10,000 docs/s on 2 cores and ≥ 50% of plain sync. Linux only (``/proc``).
 """
@@ -58,6 +64,7 @@ from daemon.config import settings_from_mapping  # noqa: E402
 from daemon.db.throwaway import ThrowawayPostgres  # noqa: E402
 from daemon.evaluation.datasets import abt_buy, default_data_dir  # noqa: E402
 from daemon.evaluation.generator import generate_ads  # noqa: E402
+from daemon.signatures.signature import candidate_keys  # noqa: E402
 from daemon.evaluation.loader import parse_price  # noqa: E402
 from daemon.service import open_source  # noqa: E402
 
@@ -191,7 +198,8 @@ def run_reindex(dsn: str, code: Path, config: Path | None, postmaster: int, page
 
 
 def in_process_split(dsn: str, settings: Any, sample: int, repeat: int) -> dict[str, float]:
-    """CPU µs per row of the daemon's document work, on ``sample`` rows of the table (best of ``repeat``)."""
+    """CPU µs per row of the daemon's document work, on ``sample`` rows of the table (best of ``repeat``),
+    and ``keys``: the mean number of candidate keys per signed document."""
     table = asyncio.run(open_source(settings))
     with psycopg.connect(dsn) as conn:
         rows = conn.cursor(row_factory=dict_row).execute(
@@ -215,8 +223,18 @@ def in_process_split(dsn: str, settings: Any, sample: int, repeat: int) -> dict[
             job()
             best[name] = min(best[name], time.process_time() - t)
     us = {k: v * 1e6 / len(items) for k, v in best.items()}
+    signatures = [d.signature for d in docs if not isinstance(d, Exception) and d.signature]
     return {"fields": us["fields"], "sign_per_record": us["per_record"] - us["fields"],
-            "sign_batch": us["batch"] - us["fields"], "encode": us["encode"]}
+            "sign_batch": us["batch"] - us["fields"], "encode": us["encode"],
+            "keys": sum(len(candidate_keys(x["bands"], x["blocks"], x["super"])) for x in signatures) / max(1, len(signatures))}
+
+
+def settings_file(path: Path | None) -> dict[str, Any]:
+    """The tables of a TOML settings file (``{}`` for ``None``), to build the in-process settings from."""
+    if path is None:
+        return {}
+    import tomllib
+    return tomllib.loads(path.read_text())
 
 
 def code_at(revision: str, into: Path) -> Path:
@@ -236,6 +254,8 @@ def main() -> None:
     ap.add_argument("--baseline", help="also reindex with the code of this git revision (before/after)")
     ap.add_argument("--sample", type=int, default=5000, help="rows of the in-process CPU split (default 5,000)")
     ap.add_argument("--repeat", type=int, default=3, help="timed passes of the in-process split (best kept)")
+    ap.add_argument("--config", type=Path, help="settings file of the signed variants (default: the defaults)")
+    ap.add_argument("--compare", type=Path, help="also reindex signed with the same code and this settings file")
     args = ap.parse_args()
     with ThrowawayPostgres(fast=True) as server, tempfile.TemporaryDirectory() as tmp:
         postmaster = int((server.data_dir / "postmaster.pid").read_text().split()[0])
@@ -244,13 +264,16 @@ def main() -> None:
         plain_cfg = Path(tmp) / "plain-sync.toml"
         plain_cfg.write_text("[signatures]\nenabled = false\n")
         dsn, source = database_for(server.dsn, "bench_head", REPO, args.rows)
-        s = settings_from_mapping({"database": {"dsn": dsn}, "source": {"create_reference_table": True}}, env={})
-        variants: list[tuple[str, Path, Path | None, str]] = [("signed", REPO, None, dsn), ("plain", REPO, plain_cfg, dsn)]
+        base = {"database": {"dsn": dsn}, "source": {"create_reference_table": True}}
+        s = settings_from_mapping({**settings_file(args.config), **base}, env={})
+        variants: list[tuple[str, Path, Path | None, str]] = [("signed", REPO, args.config, dsn), ("plain", REPO, plain_cfg, dsn)]
+        if args.compare:
+            variants.append((f"signed[{args.compare.stem}]"[:16], REPO, args.compare, dsn))
         if args.baseline:
             rev = subprocess.run(["git", "rev-parse", "--short", args.baseline], cwd=REPO, check=True,
                                  capture_output=True, text=True).stdout.strip()
             code = code_at(args.baseline, Path(tmp) / "baseline")
-            variants.append((f"signed@{rev}", code, None, database_for(server.dsn, "bench_baseline", code, args.rows)[0]))
+            variants.append((f"signed@{rev}", code, args.config, database_for(server.dsn, "bench_baseline", code, args.rows)[0]))
         with psycopg.connect(dsn, autocommit=True) as conn:
             head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
                                   text=True).stdout.strip()
@@ -258,12 +281,17 @@ def main() -> None:
                   f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at start; code at {head}"
                   f"{' (+ uncommitted changes)' if subprocess.run(['git', 'diff', '--quiet', 'HEAD'], cwd=REPO).returncode else ''}",
                   flush=True)
-        split = in_process_split(dsn, s, args.sample, args.repeat)
-        print(f"daemon CPU per row, in this process on {args.sample:,} of the rows (best of {args.repeat}): "
-              f"reading fields {split['fields']:.0f} µs, signing record by record {split['sign_per_record']:.0f} µs, "
-              f"signing as a batch {split['sign_batch']:.0f} µs "
-              f"({split['sign_per_record'] / split['sign_batch']:.2f}x), PostgreSQL wire form {split['encode']:.0f} µs",
-              flush=True)
+        splits = [("signed", s)]
+        if args.compare:
+            splits.append((variants[-1][0], settings_from_mapping({**settings_file(args.compare), **base}, env={})))
+        for _ in range(2 if args.compare else 1):  # with a comparison: twice, interleaved
+            for name, vs in splits:
+                split = in_process_split(dsn, vs, args.sample, args.repeat)
+                print(f"{name}: daemon CPU per row, in this process on {args.sample:,} of the rows (best of {args.repeat}): "
+                      f"reading fields {split['fields']:.0f} µs, signing record by record {split['sign_per_record']:.0f} µs, "
+                      f"signing as a batch {split['sign_batch']:.0f} µs "
+                      f"({split['sign_per_record'] / split['sign_batch']:.2f}x), PostgreSQL wire form {split['encode']:.0f} µs; "
+                      f"{split['keys']:.1f} candidate keys per document (load {os.getloadavg()[0]:.2f})", flush=True)
         results: dict[str, list[dict[str, float]]] = {name: [] for name, _, _, _ in variants}
         for r in range(args.rounds):
             line = []

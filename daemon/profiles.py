@@ -27,6 +27,16 @@ settings, so what ``evaluate`` measures is what ``nearsync dedup`` does.
   models); with sources 0.886 against 0.888, within the run-to-run spread (2026-11-24).
   A model number that is a prefix of the other's counts 0.9 (0.5 in the default): shops append
   their own regional or packaging suffix to the maker's number (``FS105`` / ``FS105NA``).
+  No LSH band keys (``[signatures.lsh] keys = false``; the MinHash is still computed and scores
+  the body): the title-pair and model-number keys find every candidate the bands find, since two
+  shops' listings of one product share title words or a model number whatever their
+  descriptions. Measured 2026-11-26 (``bench/bench_blocking.py``, 500 sampled): keys per listing
+  47 -> 30 with recall@50 unchanged on Abt-Buy (0.974) and a 20,000-listing product corpus
+  (0.844); with the setting itself, the same precision, recall, F1 and candidate recall on every
+  global-scope set of docs/quality.md (DBLP-ACM in one table: one candidate pair of 122,252
+  fewer, not a true one), and ``reindex`` 1,271-1,530 -> 1,558-1,847 docs/s on 20,000 ads.
+  A setting of its own rather than ``lsh.bands``, so a user's own ``lsh.threshold`` is not
+  silently overridden; ``keys = true`` in the settings file brings the bands back.
 """
 
 from __future__ import annotations
@@ -40,7 +50,7 @@ from daemon.errors import ConfigError
 PROFILES: dict[str, dict[str, dict[str, Any]]] = {
     "classified": {"signatures": {}, "dedup": {}},
     "products": {
-        "signatures": {"super": {"rules": [["model"]], "title_pairs": 8}},
+        "signatures": {"super": {"rules": [["model"]], "title_pairs": 8}, "lsh": {"keys": False}},
         "dedup": {"scope": "global", "candidate_cap": 50,
                   "fields": {"models": {"partial": 0.9},
                              "body": {"metric": "jaccard", "weight": 1.0, "evidence": "positive"},

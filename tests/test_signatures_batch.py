@@ -65,9 +65,33 @@ def test_batch_signatures_equal_per_record_on_news() -> None:
     SignatureParams(shingle_n=1, num_perm=64, simhash_blocks=6, simhash_max_distance=3),
     SignatureParams(shingle_n=5, lsh_bands=16, lsh_rows=8, bottomk_k=16, seed=12345),
     SignatureParams(simhash_blocks=1, simhash_max_distance=0, super_rules=(("title",), ("body", "user"))),
-], ids=["sentences+shingle-simhash", "unigrams-64perm-6blocks", "n5-explicit-bands-seed", "one-block"])
+    SignatureParams(lsh_keys=False, super_rules=(("model",),), super_title_pairs=8),
+], ids=["sentences+shingle-simhash", "unigrams-64perm-6blocks", "n5-explicit-bands-seed", "one-block", "no-band-keys"])
 def test_batch_signatures_equal_per_record_for_other_parameters(params: SignatureParams) -> None:
     _assert_same(EDGE + _with_places(abt_buy_records()[:800]) + news_records()[:400], params, batch=300)
+
+
+def test_products_profile_documents_carry_no_band_keys_but_their_minhash() -> None:
+    """The ``products`` profile (``lsh.keys = false``) signs Abt-Buy without a single band key, and
+    every other part of each signature (MinHash included, which scoring reads) is what the same
+    parameters with band keys give; only the band keys are gone from the candidate keys."""
+    from daemon.config import settings_from_mapping
+
+    settings = settings_from_mapping({"dedup": {"profile": "products"}}, env={})
+    products = SignatureParams.from_mapping(settings.signatures)
+    assert products.lsh_keys is False
+    with_bands = replace(products, lsh_keys=True)
+    records = abt_buy_records()
+    got, ref = compute_signatures(records, products), compute_signatures(records, with_bands)
+    assert sum(len(r.bands) for r in ref) > len(records)  # the reference does have band keys
+    for g, r in zip(got, ref):
+        assert g.bands == ()
+        assert g.minhash == r.minhash and g.simhash == r.simhash and g.bottomk == r.bottomk
+        assert g.blocks == r.blocks and g.super == r.super
+        assert g.keys() == [k for k in r.keys() if k not in set(r.bands)]
+        doc = g.to_document()
+        assert doc["bands"] == [] and doc["minhash"] == list(r.minhash)
+    assert sum(1 for g in got if len(set(g.minhash)) > 1) > 0.9 * len(records)  # real MinHashes
 
 
 def test_batch_signatures_equal_per_record_with_an_idf_table() -> None:

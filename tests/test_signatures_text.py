@@ -104,6 +104,8 @@ def test_defaults_and_round_values() -> None:
         ({"lsh": {"threshold": 1.5}}, "signatures.lsh.threshold", "between 0 and 1"),
         ({"lsh": {"bands": 4}}, "signatures.lsh.rows", "together"),
         ({"lsh": {"bands": 20, "rows": 10}}, "signatures.lsh.rows", "exceeds"),
+        ({"lsh": {"keys": "no"}}, "signatures.lsh.keys", "true or false"),
+        ({"lsh": {"keys": 0}}, "signatures.lsh.keys", "true or false"),
         ({"fields": {"title": {"language": "klingon"}}}, "signatures.fields.title.language", "one of"),
         ({"fields": {"body": {"stem": "yes"}}}, "signatures.fields.body.stem", "true or false"),
         ({"fields": {"body": {"colour": 1}}}, "signatures.fields.body.colour", "unknown key"),
@@ -124,6 +126,19 @@ def test_config_errors_name_the_key(config: dict, key: str, fragment: str) -> No
     assert info.value.key == key
     assert key in str(info.value)
     assert fragment in info.value.message
+
+
+def test_lsh_keys_setting_and_its_fingerprint() -> None:
+    """``lsh.keys``: true is the default and its fingerprint; false is another fingerprint, which
+    the LSH layout (no longer producing any key) does not change."""
+    on = SignatureParams.from_mapping({"lsh": {"keys": True}})
+    off = SignatureParams.from_mapping({"lsh": {"keys": False}})
+    assert on == SignatureParams() and on.fingerprint() == SignatureParams().fingerprint()
+    assert off.lsh_keys is False and off.fingerprint() != on.fingerprint()
+    assert off.bands_rows == on.bands_rows  # the MinHash layout itself is unchanged
+    for lsh in ({"keys": False, "threshold": 0.8}, {"keys": False, "bands": 1, "rows": 128}):
+        assert SignatureParams.from_mapping({"lsh": lsh}).fingerprint() == off.fingerprint()
+    assert SignatureParams.from_mapping({"lsh": {"threshold": 0.8}}).fingerprint() != on.fingerprint()
 
 
 def test_config_prefix_is_used() -> None:

@@ -139,7 +139,7 @@ def _sign(records: Sequence[Mapping[str, Any]], texts: list[tuple[int, RecordTex
     else:
         fingerprints = simhash_many(tok_hashes, tok_offsets)
     blocks = block_keys_many(fingerprints, p.simhash_blocks, p.simhash_max_distance)
-    bands = band_keys_many(minhashes, *p.bands_rows, seed)
+    bands = band_keys_many(minhashes, *p.bands_rows, seed) if p.lsh_keys else [[] for _ in texts]
 
     if p.bottomk_shingles == "sentences":
         shingles = [sentence_shingles(t.sentence_tokens()) for _, t in texts]

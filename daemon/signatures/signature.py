@@ -177,7 +177,7 @@ class TextSketch(NamedTuple):
     minhash: np.ndarray
     """int64 ``(num_perm,)`` MinHash of the n-grams."""
     bands: list[str]
-    """LSH band keys ([] for no tokens)."""
+    """LSH band keys ([] for no tokens, or with ``params.lsh_keys`` off)."""
 
 
 def text_sketch(toks: list[str], params: SignatureParams | None = None, idf: Mapping[str, float] | None = None) -> TextSketch:
@@ -192,7 +192,8 @@ def text_sketch(toks: list[str], params: SignatureParams | None = None, idf: Map
         params: :class:`SignatureParams` (defaults when ``None``).
         idf: optional token → IDF weight table (absent tokens weigh 1.0).
     Returns:
-        :class:`TextSketch`; for no tokens: simhash 0, MinHash all ``MINHASH_EMPTY``, no blocks, no bands.
+        :class:`TextSketch`; for no tokens: simhash 0, MinHash all ``MINHASH_EMPTY``, no blocks, no bands;
+        no bands either with ``params.lsh_keys`` off (the MinHash is computed all the same).
     """
     p = params or _DEFAULT_PARAMS
     tok_hashes = hash_tokens(toks, p.seed)
@@ -212,7 +213,7 @@ def text_sketch(toks: list[str], params: SignatureParams | None = None, idf: Map
         block_keys(value, p.simhash_blocks, p.simhash_max_distance),
         gram_hashes,
         mh,
-        band_keys(mh, b, r, p.seed),
+        band_keys(mh, b, r, p.seed) if p.lsh_keys else [],
     )
 
 
