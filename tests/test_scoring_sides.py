@@ -17,6 +17,7 @@ import pytest
 from daemon.profiles import PROFILES
 from daemon.evaluation.generator import generate_ads
 from daemon.scoring import ScoringConfig, Side, score_pair, score_sides, score_sides_at_least
+from daemon.scoring.rarity import FrequencyCounter, Rarity
 from daemon.signatures import SignatureParams, compute_signature
 from tests import scoring_reference as ref
 from tests.data_paths import DATA_DIR as DATA
@@ -34,8 +35,13 @@ EVERY_METRIC = {"fields": {
 
 def _configs() -> dict[str, ScoringConfig]:
     every = ScoringConfig.from_mapping({k: v for k, v in EVERY_METRIC.items()})
+    products = ScoringConfig.from_mapping(PROFILES["products"]["dedup"])
+    counter = FrequencyCounter()  # token rarity from the test corpus's own titles
+    for f, _, _ in _records():
+        counter.add(f.get("title"))
     return {"classified": ScoringConfig.from_mapping(PROFILES["classified"]["dedup"]),
-            "products": ScoringConfig.from_mapping(PROFILES["products"]["dedup"]),
+            "products": products,
+            "products-rarity": products.with_snapshot(Rarity(1, counter.documents, *counter.arrays())),
             "every-metric": every}
 
 
@@ -93,7 +99,7 @@ def test_prepared_scores_equal_the_reference(corpus: tuple[list[Any], list[tuple
     assert differing == 0, "a pair's score must not depend on its orientation"
 
 
-@pytest.mark.parametrize("profile", ["classified", "products", "every-metric"])
+@pytest.mark.parametrize("profile", ["classified", "products", "products-rarity", "every-metric"])
 def test_scoring_with_a_floor_drops_only_pairs_below_it(corpus: tuple[list[Any], list[tuple[int, int]]],
                                                         profile: str) -> None:
     """score_sides_at_least: the same PairScore as score_sides (reasons and details too), or None

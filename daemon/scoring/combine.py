@@ -282,10 +282,22 @@ def _with_rarity(spec: FieldSpec, compare: Comparator, cfg: ScoringConfig) -> Co
         return compare
     snapshot, share = cfg.snapshot, cfg.rarity
 
-    def title(a: Side, b: Side) -> float | None:
-        return rarity.blended(compare(a, b), a.rarity_weights("title", snapshot), b.rarity_weights("title", snapshot),
+    def finish(similarity: float | None, a: Side, b: Side) -> float | None:
+        return rarity.blended(similarity, a.rarity_weights("title", snapshot), b.rarity_weights("title", snapshot),
                               share)
+
+    def title(a: Side, b: Side) -> float | None:
+        return finish(compare(a, b), a, b)
+    title.rarity_parts = (compare, finish, share)  # type: ignore[attr-defined]  # for score_sides_at_least
     return title
+
+
+def _rarity_bound(similarity: float | None, share: float) -> float | None:
+    """An upper bound of :func:`daemon.scoring.rarity.blended` knowing only the title's own
+    similarity: the rarity-weighted overlap taken as 1 (it is at most 1), or the similarity itself
+    when it is None (then the blend is None too). Rounding is monotone, so the float result is not
+    below the blend whatever the overlap."""
+    return None if similarity is None else (1.0 - share) * similarity + share * 1.0
 
 
 def _title_words(fields: Mapping[str, Any]) -> frozenset[str]:
@@ -396,9 +408,12 @@ def score_sides_at_least(a: Side, b: Side, cfg: ScoringConfig, floor: float) -> 
     when it raises the mean; the strong-negative cap only lowers). The fields that can raise the
     score are compared first, sketches (:data:`_SKETCH_METRICS`) last, with the bound checked
     before the sketches and before the against-only fields; once it is below ``floor`` by
-    :data:`_FLOOR_MARGIN` the pair is dropped. A pair that is not dropped has every field compared
-    and the same :class:`PairScore` as :func:`score_sides`, bit for bit (the same similarities
-    summed in the same order).
+    :data:`_FLOOR_MARGIN` the pair is dropped. A title scored with token rarity is first taken at
+    the bound of its blend with the rarity-weighted overlap at 1 (:func:`_rarity_bound`), and that
+    overlap (about half the CPU of a pair's score) is computed only once the pair passes the first
+    check, which is made again with the real title before the sketches. A pair that is not dropped
+    has every field compared and the same :class:`PairScore` as :func:`score_sides`, bit for bit
+    (the same similarities summed in the same order).
 
     Args:
         a, b: the two prepared records. cfg: the scoring configuration.
@@ -410,13 +425,26 @@ def score_sides_at_least(a: Side, b: Side, cfg: ScoringConfig, floor: float) -> 
     compiled = _compiled(cfg)
     cheap, sketches, against = _stages(cfg)
     sims: list[Any] = [None] * len(compiled)
+    deferred: list[tuple[int, Any, float | None]] = []
     for i in cheap:
-        sims[i] = compiled[i][1](a, b)
+        parts = getattr(compiled[i][1], "rarity_parts", None)
+        if parts is None:
+            sims[i] = compiled[i][1](a, b)
+        else:  # the title with token rarity: the rarity-weighted overlap only if the pair can still pass
+            plain, finish, share = parts
+            own = plain(a, b)
+            deferred.append((i, finish, own))
+            sims[i] = _rarity_bound(own, share)
     limit = floor - _FLOOR_MARGIN
-    if sketches:
+    if sketches or deferred:
         for i in sketches:
             sims[i] = 1.0
         if _weighted(compiled, sims)[0] < limit:
+            return None
+        for i, finish, own in deferred:
+            sims[i] = finish(own, a, b)
+    if sketches:
+        if deferred and _weighted(compiled, sims)[0] < limit:
             return None
         for i in sketches:
             sims[i] = compiled[i][1](a, b)
