@@ -161,6 +161,28 @@ async def enqueue(conn: psycopg.AsyncConnection[Any], queue: str, items: Iterabl
     return n
 
 
+ENQUEUE_FRESH_CHUNK = 5_000
+"""Records per ``enqueue_fresh`` statement of :func:`enqueue_fresh` (bounds one statement's arrays)."""
+
+
+async def enqueue_fresh(conn: psycopg.AsyncConnection[Any], queue: str, table: str,
+                        items: Sequence[tuple[str, str]]) -> None:
+    """Put records on ``queue`` with a fresh sequence (named query ``enqueue_fresh``: a pending or
+    claimed row of the record is reset to this op), :data:`ENQUEUE_FRESH_CHUNK` records per
+    statement; sends no NOTIFY (the caller does, once, if a worker should wake now).
+
+    Args:
+        queue: :data:`INDEX_QUEUE` or :data:`DEDUP_QUEUE`. table: tracked table name (``schema.table``).
+        items: ``(record_id, op)`` pairs, op ``"U"`` or ``"D"``.
+    Raises:
+        psycopg.Error: on a database error.
+    """
+    for i in range(0, len(items), ENQUEUE_FRESH_CHUNK):
+        chunk = items[i:i + ENQUEUE_FRESH_CHUNK]
+        await conn.execute(query("enqueue_fresh"), {"queue": queue, "table": table,
+                                                    "record_ids": [r for r, _ in chunk], "ops": [o for _, o in chunk]})
+
+
 async def register_worker(conn: psycopg.AsyncConnection[Any]) -> int:
     """Allocate a worker id from ``nearsync.worker_seq``."""
     cur = await conn.execute(query("register_worker"))

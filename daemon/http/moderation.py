@@ -29,6 +29,7 @@ from urllib.parse import urlencode
 import psycopg
 from psycopg.rows import dict_row
 
+from daemon.capture.queue import DEDUP_QUEUE, enqueue_fresh
 from daemon.backends.base import IndexBackend
 from daemon.dedup.ids import canonical
 from daemon.db.queries import query
@@ -96,8 +97,7 @@ async def decide_pair(conn: psycopg.AsyncConnection[Any], backend: IndexBackend,
         else:
             await conn.execute(query("delete_flag"), params)
             await conn.execute(query("delete_link"), {"table": table, "a": a, "b": b})
-            await conn.execute(query("enqueue_fresh"), {"queue": "dedup", "table": table,
-                                                        "record_ids": [record_id], "ops": ["U"]})
+            await enqueue_fresh(conn, DEDUP_QUEUE, table, [(record_id, "U")])
     return Decided(a, b, decision, moderator)
 
 

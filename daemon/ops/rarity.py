@@ -24,7 +24,7 @@ import psycopg
 from tqdm import tqdm
 
 from daemon.backends.base import IndexBackend
-from daemon.capture.queue import CHANNELS, DEDUP_QUEUE
+from daemon.capture.queue import CHANNELS, DEDUP_QUEUE, enqueue_fresh
 from daemon.config import Settings
 from daemon.db.queries import query
 from daemon.db.rarity import store_snapshot
@@ -65,10 +65,7 @@ async def refresh_rarity(settings: Settings, backend: IndexBackend, *, table: st
     async with await psycopg.AsyncConnection.connect(settings.require_dsn(), autocommit=True) as conn:
         version = await store_snapshot(conn, table, counter.documents, hashes, dfs)
         if requeue:
-            for start in range(0, len(ids), 5000):
-                part = ids[start:start + 5000]
-                await conn.execute(query("enqueue_fresh"), {"queue": DEDUP_QUEUE, "table": table,
-                                                            "record_ids": part, "ops": ["U"] * len(part)})
+            await enqueue_fresh(conn, DEDUP_QUEUE, table, [(rid, "U") for rid in ids])
             await conn.execute(query("notify"), {"channel": CHANNELS[DEDUP_QUEUE], "payload": table})
     return {"table": table, "version": version, "documents": counter.documents, "tokens": int(len(hashes)),
             "requeued": len(ids) if requeue else 0, "seconds": round(time.perf_counter() - t0, 2)}

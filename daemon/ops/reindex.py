@@ -47,7 +47,7 @@ from daemon.service import build_indexer
 from daemon.capture.documents import coerce_numbers
 from daemon.dedup.settings import typed_fields
 from daemon.capture.source import SourceTable, load_rows
-from daemon.capture.queue import INDEX_QUEUE
+from daemon.capture.queue import INDEX_QUEUE, enqueue_fresh
 
 
 PROGRESS_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} docs [{elapsed}, {rate_fmt}, ETA {remaining}]"
@@ -194,10 +194,8 @@ async def rollback(settings: Settings, backend: IndexBackend, *, page_size: int 
 
 
 async def _enqueue_fresh(conn: psycopg.AsyncConnection[Any], table: SourceTable, items: list[tuple[str, str]]) -> None:
-    for i in range(0, len(items), 5000):
-        chunk = items[i:i + 5000]
-        await conn.execute(query("enqueue_fresh"), {"queue": INDEX_QUEUE, "table": table.name,
-                                                    "record_ids": [r for r, _ in chunk], "ops": [o for _, o in chunk]})
+    """Put ``(record_id, op)`` items back on the index queue (:func:`daemon.capture.queue.enqueue_fresh`)."""
+    await enqueue_fresh(conn, INDEX_QUEUE, table.name, items)
 
 
 async def _index_ids(backend: IndexBackend, table: SourceTable) -> list[str]:
