@@ -229,6 +229,19 @@ PLAIN_SYNC_CONCURRENCY = 2
 (claim, load, write, ack), which a second batch in flight overlaps (``bench/bench_cdc.py
 --signatures off`` on 2026-11-23: 100,000 rows 9,736-11,688 rows/s with one, 14,741-15,773 with two)."""
 
+MAX_TAKEOVERS = 3
+"""Default ``[daemon] max_takeovers``: worker stops with a change in hand before it is dead-lettered
+as a poison record (:mod:`daemon.capture.poison`). One stop is routine (a deploy, a host restart);
+two with the same rows in hand make them suspects, handled alone, so a third stop can only be the
+suspect's own doing. 2 would dead-letter innocent records after two unrelated crashes; more only
+delays the same outcome by one more crash and restart."""
+
+STALL_TIMEOUT_S = 45.0
+"""Default ``[daemon] stall_timeout_s`` (s): longer than any step of a batch takes between two
+awaits (scoring one lookup chunk of 200 records, clustering one part: a few seconds on dense
+listings), shorter than the 60 s of the systemd units' ``WatchdogSec``, so that the process writes
+its stacks (where it hung) before systemd kills it without them."""
+
 MAX_CONCURRENCY = 16
 """Upper bound of ``[daemon] concurrency`` (each batch in flight holds a connection)."""
 
@@ -256,6 +269,12 @@ class DaemonSettings:
             it, a full batch faster than half of it grows it by half.
         index_chunk_rows: rows per part of a large indexing batch (each part is written as soon as
             it is signed, while the next is signed); ``None``: see :meth:`chunk_rows_for`.
+        max_takeovers: a queued change whose worker stopped this many times with it in hand (a
+            crash, a kill, the stall watchdog) is dead-lettered as a poison record; from one stop
+            fewer it is handled alone (see :mod:`daemon.capture.poison`). At least 2.
+        stall_timeout_s: when the process's event loop has not run for this long (s) — a call that
+            never returns — every thread's stack is written to stderr and the process exits with
+            status 1, so that its supervisor restarts it (:mod:`daemon.capture.watchdog`); 0: off.
         health_max_stall_s: ``/healthz`` fails when the loop has not turned for this long (s).
         ready_max_lag_s: ``/readyz`` fails when the oldest pending change is older than this (s).
         metrics_port: port of ``/metrics``, ``/healthz`` and ``/readyz`` (``None``: not served).
@@ -276,6 +295,8 @@ class DaemonSettings:
     batch_ceiling: int | None = None
     batch_target_s: float = 1.0
     index_chunk_rows: int | None = None
+    max_takeovers: int = MAX_TAKEOVERS
+    stall_timeout_s: float = STALL_TIMEOUT_S
     health_max_stall_s: float = 60.0
     ready_max_lag_s: float = 60.0
     metrics_port: int | None = None
@@ -324,8 +345,9 @@ class DaemonSettings:
         p = "daemon"
         floats = ("window_s", "poll_interval_s", "retry_backoff_s", "batch_target_s", "health_max_stall_s",
                   "ready_max_lag_s")
-        ints = ("batch_size", "max_attempts", "concurrency", "batch_floor", "batch_ceiling", "index_chunk_rows")
-        _check_keys(p, d, {"mode", "metrics_port", "metrics_host", *floats, *ints})
+        ints = ("batch_size", "max_attempts", "concurrency", "batch_floor", "batch_ceiling", "index_chunk_rows",
+                "max_takeovers")
+        _check_keys(p, d, {"mode", "metrics_port", "metrics_host", "stall_timeout_s", *floats, *ints})
         kw: dict[str, Any] = {}
         if "mode" in d:
             if d["mode"] not in MODES:
@@ -337,6 +359,13 @@ class DaemonSettings:
         for k in ints:
             if k in d:
                 kw[k] = _pos_int(f"{p}.{k}", d[k])
+        if kw.get("max_takeovers", 2) < 2:
+            raise ConfigError(f"{p}.max_takeovers", f"must be at least 2 (one stop is routine), got {kw['max_takeovers']}")
+        if "stall_timeout_s" in d:
+            v = d["stall_timeout_s"]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v == 0 or v >= 1):
+                raise ConfigError(f"{p}.stall_timeout_s", f"must be 0 (off) or a number of seconds >= 1, got {v!r}")
+            kw["stall_timeout_s"] = float(v)
         if kw.get("concurrency", 1) > MAX_CONCURRENCY:
             raise ConfigError(f"{p}.concurrency", f"must be at most {MAX_CONCURRENCY}, got {kw['concurrency']}")
         if "metrics_port" in d:
@@ -405,6 +434,8 @@ DAEMON_ENV = {
     "NEARSYNC_BATCH_TARGET_S": "batch_target_s",
     "NEARSYNC_INDEX_CHUNK_ROWS": "index_chunk_rows",
     "NEARSYNC_HEALTH_MAX_STALL_S": "health_max_stall_s",
+    "NEARSYNC_STALL_TIMEOUT_S": "stall_timeout_s",
+    "NEARSYNC_MAX_TAKEOVERS": "max_takeovers",
     "NEARSYNC_READY_MAX_LAG_S": "ready_max_lag_s",
     "NEARSYNC_METRICS_PORT": "metrics_port",
     "NEARSYNC_METRICS_HOST": "metrics_host",

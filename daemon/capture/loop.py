@@ -32,8 +32,13 @@ must serialise a step (the dedup worker's per-table lock) does so as it would ac
 Backpressure: in realtime mode the batch size adapts between a floor and a ceiling
 (:class:`BatchSizer`): it grows while batches come back full and fast (a deep queue) and halves
 when a batch takes longer than the target duration, so memory stays bounded by the ceiling whatever
-the backlog and latency stays near the target. ``last_loop_at`` and the systemd ``WATCHDOG=1`` ping
-are refreshed each time the loop turns: on wake/poll, after each batch and before each retry.
+the backlog and latency stays near the target. ``last_loop_at`` (``/healthz``) is refreshed each
+time the loop turns: on wake/poll, after each batch and before each retry.
+
+Crashes and hangs: the stall watchdog (:mod:`daemon.capture.watchdog`) exits the process, with its
+stacks, when the event loop stops running, and pings systemd's ``WATCHDOG=1`` while it runs. A
+change whose worker stopped with it in hand is counted by the claim that takes it over, handled
+alone from the second stop and dead-lettered at the third (:mod:`daemon.capture.poison`).
 """
 
 from __future__ import annotations
@@ -58,7 +63,9 @@ from daemon.config import DaemonSettings
 from daemon.logs import get_logger
 from daemon.db.pool import IdleCheck, configure_session
 from daemon.db.queries import query
+from daemon.capture.poison import IsolationGate, poison_error, screen
 from daemon.capture.queue import Claimed, Queue, enqueue, hold_worker_lock, register_worker
+from daemon.capture.watchdog import StallWatchdog
 
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     psycopg.OperationalError, PoolTimeout, TransientIndexError, ConnectionError, TimeoutError)
@@ -213,6 +220,8 @@ class QueueLoop:
                                          kwargs={"autocommit": True}, check=idle_check.check, reset=idle_check.reset,
                                          configure=configure_session)
         self._notifier = sdnotify.SystemdNotifier()
+        self._gate = IsolationGate()
+        """Lanes hold rows together, or one lane holds one suspect alone (:mod:`daemon.capture.poison`)."""
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -238,7 +247,8 @@ class QueueLoop:
         listener = asyncio.create_task(self._listen(), name="nearsync-listen")
         try:
             await self.ready.wait()
-            yield self
+            async with StallWatchdog(self.settings.stall_timeout_s, self._notifier).running():
+                yield self
         finally:
             self.stopping = True
             listener.cancel()
@@ -273,7 +283,8 @@ class QueueLoop:
         self.log.info("stopped", **self.totals)
 
     def tick(self) -> None:
-        """The loop turned: refresh ``last_loop_at`` and ping the systemd watchdog."""
+        """The loop turned: refresh ``last_loop_at`` and ping the systemd watchdog (which the stall
+        watchdog's beat also pings while the event loop runs)."""
         self.last_loop_at = time.monotonic()
         self._notifier.notify("WATCHDOG=1")
 
@@ -453,27 +464,67 @@ class QueueLoop:
 
     async def run_batch(self, limit: int, *, lane: int = 0) -> int:
         """One claim → process → ack cycle on lane ``lane`` (0 ≤ lane < ``concurrency``); returns
-        the number of rows claimed (0: nothing due)."""
+        the number of rows claimed (0: nothing due).
+
+        Claimed rows are screened first (:func:`~daemon.capture.poison.screen`): poison records are
+        dead-lettered, a suspect is handled alone (:meth:`IsolationGate.alone`), the rest as a batch.
+        """
         while not self.lanes:
             if self.stopping:
                 return 0
             await asyncio.sleep(0.05)
         queue = self.lanes[lane]
         t0 = time.perf_counter()
-        async with self._pool.connection() as conn:
+        async with self._pool.connection() as conn, self._gate.shared():
             batch = await queue.claim(conn, limit)
             if not batch:
                 return 0
             self._claims_found += 1
             self._pulse_lanes()
-            t_claim = time.perf_counter()
-            result = await self.process_isolating(conn, batch)
-            t_proc = time.perf_counter()
-            async with conn.transaction():
-                await queue.ack(conn, result.done)
-                if self.next_queue and result.follow_up:
-                    await enqueue(conn, self.next_queue, result.follow_up)
-                dead = await queue.fail(conn, result.failed) if result.failed else []
+            s = screen(batch, self.settings.max_takeovers, isolating_elsewhere=self._gate.isolating)
+            if s.suspect is not None:
+                suspect = s.suspect
+
+                async def give_back() -> None:
+                    await queue.release_rows(conn, [suspect, *s.release])
+                    await self._bury(conn, queue, s.poison)
+
+                async with self._gate.alone(give_back):
+                    row = await queue.claim_row(conn, suspect)
+                    if row is not None:
+                        self.log.warning("handling a suspect record alone: its worker stopped with it in hand",
+                                         record_id=row.record_id, table=row.table, takeovers=row.takeovers)
+                        await self._handle(conn, queue, lane, [row], t0, limit)
+                return len(batch)
+            if s.release:
+                await queue.release_rows(conn, s.release)
+            await self._bury(conn, queue, s.poison)
+            if s.handle:
+                await self._handle(conn, queue, lane, s.handle, t0, limit)
+        return len(batch)
+
+    async def _bury(self, conn: psycopg.AsyncConnection[Any], queue: Queue, poison: Sequence[Claimed]) -> None:
+        """Dead-letter poison records now (see :mod:`daemon.capture.poison`)."""
+        if not poison:
+            return
+        async with conn.transaction():
+            dead = await queue.fail(conn, [(c, poison_error(c.takeovers)) for c in poison], at_once=True)
+        self.totals["dead"] += len(dead)
+        for c in poison:
+            self.log.error("poison record dead-lettered: its worker stopped with it in hand, the last time alone",
+                           record_id=c.record_id, table=c.table, takeovers=c.takeovers)
+
+    async def _handle(self, conn: psycopg.AsyncConnection[Any], queue: Queue, lane: int, batch: Sequence[Claimed],
+                      t0: float, limit: int) -> None:
+        """Process claimed rows, acknowledge them and report failures; then the batch's figures."""
+        t_claim = time.perf_counter()
+        result = await self.process_isolating(conn, batch)
+        t_proc = time.perf_counter()
+        async with conn.transaction():
+            await queue.ack(conn, result.done)
+            if self.next_queue and result.follow_up:
+                await enqueue(conn, self.next_queue, result.follow_up)
+            dead = await queue.fail(conn, result.failed) if result.failed else []
         now = time.time()
         duration_s = time.perf_counter() - t0
         lags_s = [max(0.0, now - c.changed_at.timestamp()) for c in result.done]
@@ -501,4 +552,3 @@ class QueueLoop:
         if result.failed:
             for c, err in result.failed[:5]:
                 self.log.warning("record failed", record_id=c.record_id, table=c.table, error=err[:500])
-        return len(batch)

@@ -43,6 +43,8 @@ class Claimed:
         table: ``schema.table``. record_id: text id. op: ``"U"`` (upsert) or ``"D"`` (delete).
         seq: change sequence (the external version). changed_at: when the change was recorded.
         attempts: failures so far.
+        takeovers: times a worker stopped (crash, kill, stall watchdog) while holding this change,
+            counted by the claim that took it over (see :mod:`daemon.capture.loop`, "Poison records").
     """
 
     table: str
@@ -51,6 +53,7 @@ class Claimed:
     seq: int
     changed_at: dt.datetime
     attempts: int
+    takeovers: int = 0
 
 
 @dataclass(frozen=True)
@@ -96,7 +99,8 @@ class Queue:
                 if relayed[0]["moved"] and not rows:  # it queued rows but claimed none (see relay_claim)
                     await cur.execute(query("claim"), {"queue": self.name, "worker": self.worker_id, "limit": limit})
                     rows = await cur.fetchall()
-        out = [Claimed(r["table_name"], r["record_id"], r["op"], r["seq"], r["changed_at"], r["attempts"]) for r in rows]
+        out = [Claimed(r["table_name"], r["record_id"], r["op"], r["seq"], r["changed_at"], r["attempts"],
+                       r.get("takeovers") or 0) for r in rows]
         out.sort(key=lambda c: c.seq)
         return out
 
@@ -111,9 +115,14 @@ class Queue:
                                               "record_ids": [c.record_id for c in items],
                                               "seqs": [c.seq for c in items]})
 
-    async def fail(self, conn: psycopg.AsyncConnection[Any], failed: Sequence[tuple[Claimed, str]]) -> list[str]:
+    async def fail(self, conn: psycopg.AsyncConnection[Any], failed: Sequence[tuple[Claimed, str]], *,
+                   at_once: bool = False) -> list[str]:
         """Count failures; move rows at ``max_attempts`` to the dead-letter table.
 
+        Args:
+            failed: ``(row, error text)`` pairs (the text is cut at 4,000 characters).
+            at_once: dead-letter every row of ``failed`` now, whatever its attempts (a poison
+                record, see :mod:`daemon.capture.loop`).
         Returns:
             the record ids that were dead-lettered now.
         """
@@ -127,13 +136,32 @@ class Queue:
                 "queue": self.name, "table": table, "record_ids": ids, "seqs": [c.seq for c, _ in items],
                 "errors": [e[:4000] for _, e in items], "backoff_s": self.backoff_s})
             cur = await conn.execute(query("dead_letter"), {"queue": self.name, "table": table, "record_ids": ids,
-                                                            "max_attempts": self.max_attempts})
+                                                            "max_attempts": 0 if at_once else self.max_attempts})
             dead += [r[0] for r in await cur.fetchall()]
         return dead
 
     async def release(self, conn: psycopg.AsyncConnection[Any]) -> None:
         """Give back every claim of ours (on shutdown)."""
         await conn.execute(query("release"), {"queue": self.name, "worker": self.worker_id})
+
+    async def claim_row(self, conn: psycopg.AsyncConnection[Any], row: Claimed) -> Claimed | None:
+        """Claim ``row`` again (same record, same sequence) unless another live worker holds it or
+        a newer change replaced it; returns it as claimed now (its ``takeovers`` as counted), or None."""
+        async with conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(query("claim_row"), {"queue": self.name, "worker": self.worker_id, "table": row.table,
+                                                   "record_id": row.record_id, "seq": row.seq})
+            r = await cur.fetchone()
+        return None if r is None else Claimed(r["table_name"], r["record_id"], r["op"], r["seq"], r["changed_at"],
+                                              r["attempts"], r["takeovers"])
+
+    async def release_rows(self, conn: psycopg.AsyncConnection[Any], rows: Iterable[Claimed]) -> None:
+        """Give back our claims of ``rows`` (those whose sequence is still the one claimed), so that
+        another lane or worker may take them, and no takeover is counted for them should this worker
+        stop before it would have handled them."""
+        for table, items in _by_table(rows).items():
+            await conn.execute(query("release_rows"), {"queue": self.name, "table": table, "worker": self.worker_id,
+                                                       "record_ids": [c.record_id for c in items],
+                                                       "seqs": [c.seq for c in items]})
 
 
 async def relay(conn: psycopg.AsyncConnection[Any], limit: int = RELAY_LIMIT) -> int:

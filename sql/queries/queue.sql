@@ -39,7 +39,7 @@ WITH moved AS (
     FROM ranked ORDER BY table_name, record_id
     ON CONFLICT (queue, table_name, record_id) DO UPDATE SET
         op = excluded.op, seq = excluded.seq, changed_at = excluded.changed_at,
-        claimed_by = excluded.claimed_by, claimed_at = excluded.claimed_at, attempts = 0, not_before = NULL,
+        claimed_by = excluded.claimed_by, claimed_at = excluded.claimed_at, attempts = 0, takeovers = 0, not_before = NULL,
         last_error = NULL
     WHERE t.seq < excluded.seq
     RETURNING t.table_name, t.record_id, t.op, t.seq, t.changed_at, t.attempts, t.claimed_by
@@ -52,11 +52,13 @@ LEFT JOIN (SELECT * FROM queued WHERE claimed_by = %(worker)s) c ON true;
 -- Claim up to %(limit)s due rows of a queue, oldest change first. A row is claimable when nobody
 -- holds it, or its holder is dead (no longer holds its advisory lock). SKIP LOCKED lets several
 -- workers claim side by side; the claim itself commits at once, so user writes never wait on us.
+-- A row taken over from a dead holder counts one more takeover (migration 0015): its worker
+-- stopped with the row in hand (daemon.capture.loop, "Poison records").
 WITH alive AS (
     SELECT objid::integer AS worker_id FROM pg_locks
     WHERE locktype = 'advisory' AND classid = 28275 AND objsubid = 2 AND granted
 ), picked AS (
-    SELECT t.queue, t.table_name, t.record_id
+    SELECT t.queue, t.table_name, t.record_id, (t.claimed_by IS NOT NULL AND t.claimed_by <> %(worker)s) AS orphaned
     FROM nearsync.index_tracking t
     WHERE t.queue = %(queue)s
       AND (t.claimed_by IS NULL OR t.claimed_by = %(worker)s
@@ -67,10 +69,10 @@ WITH alive AS (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE nearsync.index_tracking t
-SET claimed_by = %(worker)s, claimed_at = clock_timestamp()
+SET claimed_by = %(worker)s, claimed_at = clock_timestamp(), takeovers = t.takeovers + picked.orphaned::integer
 FROM picked
 WHERE t.queue = picked.queue AND t.table_name = picked.table_name AND t.record_id = picked.record_id
-RETURNING t.table_name, t.record_id, t.op, t.seq, t.changed_at, t.attempts;
+RETURNING t.table_name, t.record_id, t.op, t.seq, t.changed_at, t.attempts, t.takeovers;
 
 -- name: ack_plan
 -- Before `ack`, in its transaction: see there.
@@ -130,6 +132,28 @@ RETURNING d.record_id;
 UPDATE nearsync.index_tracking SET claimed_by = NULL, claimed_at = NULL
 WHERE claimed_by = %(worker)s AND queue = %(queue)s;
 
+-- name: claim_row
+-- Claim one given change again (the suspect a lane gave back while it waited to handle it alone),
+-- if it is still that change and nobody alive holds it; counts a takeover as `claim` does.
+WITH alive AS (
+    SELECT objid::integer AS worker_id FROM pg_locks
+    WHERE locktype = 'advisory' AND classid = 28275 AND objsubid = 2 AND granted
+)
+UPDATE nearsync.index_tracking t
+SET claimed_by = %(worker)s, claimed_at = clock_timestamp(),
+    takeovers = t.takeovers + (t.claimed_by IS NOT NULL AND t.claimed_by <> %(worker)s)::integer
+WHERE t.queue = %(queue)s AND t.table_name = %(table)s AND t.record_id = %(record_id)s AND t.seq = %(seq)s
+  AND (t.claimed_by IS NULL OR t.claimed_by = %(worker)s OR t.claimed_by NOT IN (SELECT worker_id FROM alive))
+RETURNING t.table_name, t.record_id, t.op, t.seq, t.changed_at, t.attempts, t.takeovers;
+
+-- name: release_rows
+-- Give back some of our claims (the rest of a batch put aside while a suspect record is handled
+-- alone): no takeover is counted for them should we stop meanwhile.
+UPDATE nearsync.index_tracking t SET claimed_by = NULL, claimed_at = NULL
+FROM unnest(%(record_ids)b::text[], %(seqs)b::bigint[]) AS r(record_id, seq)
+WHERE t.queue = %(queue)s AND t.table_name = %(table)s AND t.record_id = r.record_id AND t.seq = r.seq
+  AND t.claimed_by = %(worker)s;
+
 -- name: enqueue
 -- Put records on a queue (the dedup queue after indexing) with the sequence they were indexed
 -- at; a pending row with a newer sequence wins. Same coalescing as the triggers.
@@ -139,7 +163,7 @@ FROM unnest(%(record_ids)b::text[], %(ops)b::text[], %(seqs)b::bigint[], %(chang
      AS e(record_id, op, seq, changed_at)
 ON CONFLICT (queue, table_name, record_id) DO UPDATE SET
     op = excluded.op, seq = excluded.seq, changed_at = excluded.changed_at,
-    claimed_by = NULL, claimed_at = NULL, attempts = 0, not_before = NULL, last_error = NULL
+    claimed_by = NULL, claimed_at = NULL, attempts = 0, takeovers = 0, not_before = NULL, last_error = NULL
 WHERE t.seq < excluded.seq;
 
 -- name: enqueue_fresh
@@ -149,7 +173,7 @@ SELECT %(queue)s, %(table)s, e.record_id, e.op, nextval('nearsync.change_seq'), 
 FROM unnest(%(record_ids)b::text[], %(ops)b::text[]) AS e(record_id, op)
 ON CONFLICT (queue, table_name, record_id) DO UPDATE SET
     op = excluded.op, seq = excluded.seq, changed_at = excluded.changed_at,
-    claimed_by = NULL, claimed_at = NULL, attempts = 0, not_before = NULL, last_error = NULL;
+    claimed_by = NULL, claimed_at = NULL, attempts = 0, takeovers = 0, not_before = NULL, last_error = NULL;
 
 -- name: has_due
 -- Whether a queue has anything due (batch mode opens its window only then); for the index queue
