@@ -395,6 +395,28 @@ def test_prefix_matching_by_sets_equals_the_walk() -> None:
         assert m._matches_set(x, ys, min_len) == matches_walk(x, ys, min_len), (x, ys, min_len)
 
 
+def test_prepared_title_codes_give_the_conflict_and_scheme_answers() -> None:
+    """title_codes_verdict (codes prepared per record, one pass) answers what codes_conflict_sets and
+    separate_schemes answer, on random code sets over a small alphabet (letters and digits, so that
+    equal codes, prefixes of every length and all-digit codes occur) with random model numbers."""
+    import random
+
+    rng = random.Random(11)
+    code = lambda: "".join(rng.choice("a12") for _ in range(rng.randint(1, 7)))
+    seen = set()
+    for _ in range(5000):
+        ma, mb = (frozenset(code() for _ in range(rng.randint(1, 3))) for _ in range(2))
+        ia, ib = (frozenset(code() for _ in range(rng.randint(0, 3))) for _ in range(2))
+        min_len = rng.randint(1, 5)
+        expected: bool | None = m.codes_conflict_sets(ma, mb, ia, ib, min_len)
+        if expected and m.separate_schemes(ma, mb, min_len):
+            expected = None
+        got = m.title_codes_verdict(m.title_code_profile(ma, ia, min_len), m.title_code_profile(mb, ib, min_len))
+        assert got is expected, (ma, mb, ia, ib, min_len)
+        seen.add(got)
+    assert seen == {False, True, None}  # every answer was exercised
+
+
 def test_codes_without_digits_or_too_short_tell_a_line_s_items_apart() -> None:
     """variants_conflict: otherwise equal titles with codes the model-number rule does not see."""
     stand = "Sanus Euro Foundations Satellite Speaker Stand - {}"
