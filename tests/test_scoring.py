@@ -395,6 +395,17 @@ def test_prefix_matching_by_sets_equals_the_walk() -> None:
         assert m._matches_set(x, ys, min_len) == matches_walk(x, ys, min_len), (x, ys, min_len)
 
 
+def test_character_classes_by_regex_equal_the_per_character_tests() -> None:
+    """The regular expressions normalising identifiers and finding digits keep and find exactly the
+    characters str.isalnum / str.isdigit accept, over every Unicode code point."""
+    every = "".join(chr(i) for i in range(0x110000) if not 0xD800 <= i < 0xE000)
+    assert m._NOT_ALNUM.sub("", every) == "".join(ch for ch in every if ch.isalnum())
+    assert m._normalised_uncached(["KX-FA83", "Ｆ５０", "a_b", "ⅻ²"], False) == frozenset(
+        "".join(ch for ch in v.casefold() if ch.isalnum()) for v in ["KX-FA83", "Ｆ５０", "a_b", "ⅻ²"])
+    for text in ("abc", "ab1", "a²", "٣x", "", "x-y.z", "ＡＢ９"):
+        assert m._has_digit(text) == any(c.isdigit() for c in text), text
+
+
 def test_prepared_title_codes_give_the_conflict_and_scheme_answers() -> None:
     """title_codes_verdict (codes prepared per record, one pass) answers what codes_conflict_sets and
     separate_schemes answer, on random code sets over a small alphabet (letters and digits, so that

@@ -122,6 +122,21 @@ def simhash_similarity(a: int | None, b: int | None, max_distance: int = 24) -> 
     return max(0.0, 1.0 - hamming(int(a), int(b)) / max_distance)
 
 
+_NOT_ALNUM = re.compile(r"[\W_]+")
+"""Runs of characters that are not letters or digits: the class ``\\w`` is :meth:`str.isalnum`'s
+class plus the underscore (the same Unicode predicate in CPython's ``re``), so removing these keeps
+what ``"".join(ch for ch in s if ch.isalnum())`` keeps."""
+_ASCII_DIGIT = re.compile(r"[0-9]")
+
+
+def _has_digit(s: str) -> bool:
+    """``any(c.isdigit() for c in s)``, by one regular-expression search for an ASCII string (where
+    the digits are ``0``-``9``)."""
+    if s.isascii():
+        return _ASCII_DIGIT.search(s) is not None
+    return any(c.isdigit() for c in s)
+
+
 def _as_set(value: Any) -> set[str]:
     if value is None:
         return set()
@@ -135,7 +150,9 @@ def _as_set(value: Any) -> set[str]:
     for v in items:
         if v is None:
             continue
-        s = "".join(ch for ch in str(v).casefold() if ch.isalnum())
+        s = str(v).casefold()
+        if not s.isalnum():  # most identifiers are letters and digits already
+            s = _NOT_ALNUM.sub("", s)
         if s:
             out.add(s)
     return out
@@ -636,7 +653,7 @@ def _variant_parts(title: str) -> tuple[frozenset[str], frozenset[str]]:
         if not joined.isalnum():
             continue
         low = joined.casefold()
-        has_digit = any(c.isdigit() for c in joined)
+        has_digit = _has_digit(joined)
         if has_digit:
             if not joined.isdigit() and len(joined) >= MIN_SHORT_CODE and not is_quantity(low):
                 codes.add(low)
@@ -701,9 +718,9 @@ def variants_conflict(a: Any, b: Any) -> float | None:
     if not only_b:
         return None
     for x in only_a:
-        x_digits = any(c.isdigit() for c in x)
+        x_digits = _has_digit(x)
         for y in only_b:
-            y_digits = any(c.isdigit() for c in y)
+            y_digits = _has_digit(y)
             if x_digits and y_digits:
                 if min(len(x), len(y)) >= 4:
                     continue  # two model numbers: the ``models`` field decides
@@ -720,7 +737,7 @@ def _title_parts(title: str) -> tuple[frozenset[str], frozenset[str]]:
     nums: set[str] = set()
     plain: set[str] = set()
     for w in words(normalise_text(_THOUSANDS.sub("", title))):
-        if not any(c.isdigit() for c in w):
+        if not _has_digit(w):
             plain.update(x for x in re.split(r"[-./]", w) if len(x) > 1)
         elif not model_numbers(w):
             nums.update(_canonical_number(n) for n in _NUMBER.findall(w)
