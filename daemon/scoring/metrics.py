@@ -738,7 +738,7 @@ def _title_parts(title: str) -> tuple[frozenset[str], frozenset[str]]:
     plain: set[str] = set()
     for w in words(normalise_text(_THOUSANDS.sub("", title))):
         if not _has_digit(w):
-            plain.update(x for x in re.split(r"[-./]", w) if len(x) > 1)
+            plain.update([x for x in _SPLIT_CODE.split(w) if len(x) > 1])
         elif not model_numbers(w):
             nums.update(_canonical_number(n) for n in _NUMBER.findall(w)
                         if len(n.split(".")[0]) <= MAX_NUMBER_DIGITS)
