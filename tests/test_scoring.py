@@ -395,6 +395,39 @@ def test_prefix_matching_by_sets_equals_the_walk() -> None:
         assert m._matches_set(x, ys, min_len) == matches_walk(x, ys, min_len), (x, ys, min_len)
 
 
+def test_character_classes_by_regex_equal_the_per_character_tests() -> None:
+    """The regular expressions normalising identifiers and finding digits keep and find exactly the
+    characters str.isalnum / str.isdigit accept, over every Unicode code point."""
+    every = "".join(chr(i) for i in range(0x110000) if not 0xD800 <= i < 0xE000)
+    assert m._NOT_ALNUM.sub("", every) == "".join(ch for ch in every if ch.isalnum())
+    assert m._normalised_uncached(["KX-FA83", "Ｆ５０", "a_b", "ⅻ²"], False) == frozenset(
+        "".join(ch for ch in v.casefold() if ch.isalnum()) for v in ["KX-FA83", "Ｆ５０", "a_b", "ⅻ²"])
+    for text in ("abc", "ab1", "a²", "٣x", "", "x-y.z", "ＡＢ９"):
+        assert m._has_digit(text) == any(c.isdigit() for c in text), text
+
+
+def test_prepared_title_codes_give_the_conflict_and_scheme_answers() -> None:
+    """title_codes_verdict (codes prepared per record, one pass) answers what codes_conflict_sets and
+    separate_schemes answer, on random code sets over a small alphabet (letters and digits, so that
+    equal codes, prefixes of every length and all-digit codes occur) with random model numbers."""
+    import random
+
+    rng = random.Random(11)
+    code = lambda: "".join(rng.choice("a12") for _ in range(rng.randint(1, 7)))
+    seen = set()
+    for _ in range(5000):
+        ma, mb = (frozenset(code() for _ in range(rng.randint(1, 3))) for _ in range(2))
+        ia, ib = (frozenset(code() for _ in range(rng.randint(0, 3))) for _ in range(2))
+        min_len = rng.randint(1, 5)
+        expected: bool | None = m.codes_conflict_sets(ma, mb, ia, ib, min_len)
+        if expected and m.separate_schemes(ma, mb, min_len):
+            expected = None
+        got = m.title_codes_verdict(m.title_code_profile(ma, ia, min_len), m.title_code_profile(mb, ib, min_len))
+        assert got is expected, (ma, mb, ia, ib, min_len)
+        seen.add(got)
+    assert seen == {False, True, None}  # every answer was exercised
+
+
 def test_codes_without_digits_or_too_short_tell_a_line_s_items_apart() -> None:
     """variants_conflict: otherwise equal titles with codes the model-number rule does not see."""
     stand = "Sanus Euro Foundations Satellite Speaker Stand - {}"

@@ -31,12 +31,20 @@ from daemon.backends.base import IndexDocument
 DocKey = tuple[str, str, int]
 """``(table, record_id, version)``."""
 
-DEFAULT_CACHED_DOCUMENTS = 10_000
+DEFAULT_CACHED_DOCUMENTS = 20_000
 """Default bound of :class:`DocumentCache` (documents). A decoded product listing of the Abt-Buy
 bench corpus takes ~14.5 kB of Python objects (measured with ``tracemalloc`` over 3,000 of them; its
-128-value MinHash is ~5 kB of it), so 10,000 hold ~150 MB: about two 200-record lookups' worth of
-distinct candidates on that dense corpus (~6,000 each), where most of the reuse is. Raise it
-(``[index] cached_documents``) on a machine with memory to spare; 50,000 would be ~750 MB."""
+128-value MinHash is ~5 kB of it), and the scorer's values prepared on it (the
+:class:`~daemon.scoring.side.Side` the dedup worker keeps on a document) ~4.6 kB more, so 20,000
+hold ~300 MB of documents, ~400 MB with their scoring values at most: a worker of ~200 MB before
+its cache stays within ~600 MB, which a small machine (1-2 GB, the database elsewhere) can give a
+worker; classified ads, shorter than product listings, take less. On a dense catalogue a 200-record
+lookup touches ~6,000 distinct candidates and product lines are found again by later batches: on
+the 20,000-listing dense bench (2026-11-26, busy) 10,000 documents missed ~28% of the candidates and
+20,000 cut the worker's CPU from 3.1-3.2 to 2.5-2.7 ms per record, with the same resident memory
+at the end of the drain (483 against 484 MB: the memory of the documents a smaller cache drops is
+kept by the allocator for the next ones). Lower it (``[index] cached_documents``) on a machine short
+of memory, raise it on one with memory to spare; 50,000 would be ~750-950 MB."""
 
 
 class DocumentCache:

@@ -308,13 +308,16 @@ def score_found(record_id: str | None, doc: IndexDocument, cands: Sequence[Candi
     capped = len(cands) > cap
     out: list[ScoredCandidate] = []
     reused = 0
+    own_key = record_id_key(record_id or "")  # canonical()'s look-up for the record, made once
     for cand in cands[:cap]:  # same-source ones were left out by the lookup
         if record_id is None:
             a, b = cand.record_id, ""
             da, db = cand.document, doc
         else:
-            a, b = canonical(record_id, cand.record_id)
-            da, db = (doc, cand.document) if a == record_id else (cand.document, doc)
+            if own_key <= record_id_key(cand.record_id):
+                a, b, da, db = record_id, cand.record_id, doc, cand.document
+            else:
+                a, b, da, db = cand.record_id, record_id, cand.document, doc
             if known is not None:
                 score = known((a, b, da.version, db.version))
                 if score is not None and decide(score, cfg) is None:

@@ -31,6 +31,16 @@ _NEGATIVE_METRICS = ("exact", "numbers", "colours", "variants", "price_gap")
 _LABELS = {"models": "model number", "phones": "phone", "emails": "e-mail", "body": "text"}
 
 
+TITLE_FIRST_MEMO = 100_000
+"""Pairs of title-code profiles (:func:`daemon.scoring.metrics.title_code_profile`) whose ``models``
+similarity a ``title_first`` comparator keeps (about 200 bytes each: ~20 MB at most). The similarity
+is a function of the two titles' codes and the two records' model numbers, which the interned
+profiles stand for; the listings of one product share them, so a product line's pairs repeat the
+same pairs of profiles (43% of the dense product bench's pairs were a repeat)."""
+
+_UNKNOWN = object()
+
+
 class PairScore:
     """The score of one pair of records.
 
@@ -165,7 +175,7 @@ def comparator(spec: FieldSpec) -> Comparator:
         iq, negative, min_len = p["ignore_quantities"], p["negative"], p["partial_min_len"]
         kw = {"partial": p["partial"], "partial_min_len": min_len, "negative": negative,
               "common_prefix": p["common_prefix"]}
-        exact_sets = m.exact_similarity_sets
+        exact_sets, verdict = m.exact_similarity_sets, m.title_codes_verdict
 
         def exact(a: Side, b: Side) -> float | None:
             sa = a.identifier_set(name, iq)
@@ -176,12 +186,26 @@ def comparator(spec: FieldSpec) -> Comparator:
         if not p["title_first"]:
             return exact
 
+        memo: dict[tuple[m.TitleCodes, m.TitleCodes], float | None] = {}
+
         def title_first(a: Side, b: Side) -> float | None:
-            ma, mb = a.title_codes(), b.title_codes()
-            if not (ma and mb):
+            pa, pb = a.title_code_profile(name, min_len), b.title_code_profile(name, min_len)
+            if not (pa.codes and pb.codes):
                 return exact(a, b)
-            if m.codes_conflict_sets(ma, mb, a.identifier_set(name), b.identifier_set(name), min_len):
-                return None if m.separate_schemes(ma, mb, min_len) else 0.0 if negative else None
+            key = (pa, pb)
+            sim = memo.get(key, _UNKNOWN)
+            if sim is _UNKNOWN:
+                if len(memo) >= TITLE_FIRST_MEMO:
+                    memo.clear()
+                sim = memo[key] = by_codes(a, b, pa, pb)
+            return sim  # type: ignore[return-value]
+
+        def by_codes(a: Side, b: Side, pa: m.TitleCodes, pb: m.TitleCodes) -> float | None:
+            conflict = verdict(pa, pb)
+            if conflict is None:  # two numbering schemes: no evidence either way
+                return None
+            if conflict:
+                return 0.0 if negative else None
             sa, sb = a.title_code_set(iq), b.title_code_set(iq)
             sim = exact_sets(sa, sb, **kw)
             if sim == 0.0:  # one title's model is named elsewhere in the other record
@@ -408,7 +432,10 @@ def score_sides_at_least(a: Side, b: Side, cfg: ScoringConfig, floor: float) -> 
     when it raises the mean; the strong-negative cap only lowers). The fields that can raise the
     score are compared first, sketches (:data:`_SKETCH_METRICS`) last, with the bound checked
     before the sketches and before the against-only fields; once it is below ``floor`` by
-    :data:`_FLOOR_MARGIN` the pair is dropped. A title scored with token rarity is first taken at
+    :data:`_FLOOR_MARGIN` the pair is dropped. Before all of them the lead field (the heaviest that
+    counts both ways, :func:`_stages`) is compared and checked alone, every other field taken at 1:
+    a pair whose model numbers differ is then dropped without its title or price being compared
+    (a drop the later checks would make too, :data:`_LEAD_SLACK`). A title scored with token rarity is first taken at
     the bound of its blend with the rarity-weighted overlap at 1 (:func:`_rarity_bound`), and that
     overlap (about half the CPU of a pair's score) is computed only once the pair passes the first
     check, which is made again with the real title before the sketches. A pair that is not dropped
@@ -423,10 +450,19 @@ def score_sides_at_least(a: Side, b: Side, cfg: ScoringConfig, floor: float) -> 
         not compared and no score is known).
     """
     compiled = _compiled(cfg)
-    cheap, sketches, against = _stages(cfg)
+    cheap, sketches, against, lead = _stages(cfg)
     sims: list[Any] = [None] * len(compiled)
     deferred: list[tuple[int, Any, float | None]] = []
+    limit = floor - _FLOOR_MARGIN
+    if lead is not None:  # the heaviest field alone, every other one that can raise the score at 1
+        first, weight, total = lead
+        sim = sims[first] = compiled[first][1](a, b)
+        if sim is not None and 100.0 * (total - weight * (1.0 - min(1.0, max(0.0, float(sim))))) / total < (
+                limit - _LEAD_SLACK):
+            return None
     for i in cheap:
+        if lead is not None and i == lead[0]:
+            continue
         parts = getattr(compiled[i][1], "rarity_parts", None)
         if parts is None:
             sims[i] = compiled[i][1](a, b)
@@ -435,7 +471,6 @@ def score_sides_at_least(a: Side, b: Side, cfg: ScoringConfig, floor: float) -> 
             own = plain(a, b)
             deferred.append((i, finish, own))
             sims[i] = _rarity_bound(own, share)
-    limit = floor - _FLOOR_MARGIN
     if sketches or deferred:
         for i in sketches:
             sims[i] = 1.0
@@ -456,21 +491,46 @@ def score_sides_at_least(a: Side, b: Side, cfg: ScoringConfig, floor: float) -> 
     return _pair_score(compiled, sims, cfg, a, b)
 
 
-_STAGES: dict[int, tuple[ScoringConfig, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]] = {}
+_Stages = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], "tuple[int, float, float] | None"]
+
+_STAGES: dict[int, tuple[ScoringConfig, _Stages]] = {}
 """``id(cfg)`` -> (cfg, its :func:`_stages`); the cfg is held so that its id is not reused."""
 
+_LEAD_SLACK = 1e-6
+"""Score points (0-100) by which the lead field's bound (:func:`_stages`) must be below the limit of
+:func:`score_sides_at_least` for it to drop a pair. The bound is summed in another order than
+:func:`_weighted` sums, so their last bits may differ (by ~1e-13); with this slack a pair the lead
+field drops is one the later checks would drop too, and every pair's result stays what it was."""
 
-def _stages(cfg: ScoringConfig) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+
+def _stages(cfg: ScoringConfig) -> _Stages:
     """Field indexes of ``cfg`` in the order :func:`score_sides_at_least` compares them: the fields
-    that can raise a score except sketches, the sketch fields, the against-only fields."""
+    that can raise a score except sketches, the sketch fields, the against-only fields; and the lead
+    field compared first, as ``(index, weight, total)``, or None when there is none.
+
+    The lead field is the heaviest of the first group that counts both ways (not positive-only) and
+    is not a title scored with token rarity (whose blend is deferred): with every other field that
+    can raise the score at similarity 1 (positive-only ones all counted, as each raises a mean below
+    1), the pair's score is at most ``100 * (total - weight * (1 - s))`` / ``total``, ``s`` the lead
+    field's similarity and ``total`` the weight of the first two groups. A heavy field at 0 (two
+    model numbers that differ, 81% of the candidate pairs of the dense product bench) then settles a
+    pair without the title or any other comparison, on any catalogue whose weights make a conflict
+    of the heaviest field alone decisive; where it is not decisive the check costs one product.
+    """
     hit = _STAGES.get(id(cfg))
     if hit is None or hit[0] is not cfg:
         if len(_STAGES) > 64:  # configs are few and long-lived; bound the table all the same
             _STAGES.clear()
         metrics = [spec.metric for spec in cfg.fields]
-        stages = (tuple(i for i, x in enumerate(metrics) if x not in AGAINST_ONLY_METRICS | _SKETCH_METRICS),
-                  tuple(i for i, x in enumerate(metrics) if x in _SKETCH_METRICS),
-                  tuple(i for i, x in enumerate(metrics) if x in AGAINST_ONLY_METRICS))
+        cheap = tuple(i for i, x in enumerate(metrics) if x not in AGAINST_ONLY_METRICS | _SKETCH_METRICS)
+        sketches = tuple(i for i, x in enumerate(metrics) if x in _SKETCH_METRICS)
+        compiled = _compiled(cfg)
+        leads = [i for i in cheap if not compiled[i][2] and not hasattr(compiled[i][1], "rarity_parts")]
+        lead = None
+        if leads:
+            first = max(leads, key=lambda i: (cfg.fields[i].weight, -i))
+            lead = (first, cfg.fields[first].weight, sum(cfg.fields[i].weight for i in cheap + sketches))
+        stages = (cheap, sketches, tuple(i for i, x in enumerate(metrics) if x in AGAINST_ONLY_METRICS), lead)
         hit = _STAGES[id(cfg)] = (cfg, stages)
     return hit[1]
 

@@ -122,6 +122,21 @@ def simhash_similarity(a: int | None, b: int | None, max_distance: int = 24) -> 
     return max(0.0, 1.0 - hamming(int(a), int(b)) / max_distance)
 
 
+_NOT_ALNUM = re.compile(r"[\W_]+")
+"""Runs of characters that are not letters or digits: the class ``\\w`` is :meth:`str.isalnum`'s
+class plus the underscore (the same Unicode predicate in CPython's ``re``), so removing these keeps
+what ``"".join(ch for ch in s if ch.isalnum())`` keeps."""
+_ASCII_DIGIT = re.compile(r"[0-9]")
+
+
+def _has_digit(s: str) -> bool:
+    """``any(c.isdigit() for c in s)``, by one regular-expression search for an ASCII string (where
+    the digits are ``0``-``9``)."""
+    if s.isascii():
+        return _ASCII_DIGIT.search(s) is not None
+    return any(c.isdigit() for c in s)
+
+
 def _as_set(value: Any) -> set[str]:
     if value is None:
         return set()
@@ -135,7 +150,9 @@ def _as_set(value: Any) -> set[str]:
     for v in items:
         if v is None:
             continue
-        s = "".join(ch for ch in str(v).casefold() if ch.isalnum())
+        s = str(v).casefold()
+        if not s.isalnum():  # most identifiers are letters and digits already
+            s = _NOT_ALNUM.sub("", s)
         if s:
             out.add(s)
     return out
@@ -483,6 +500,87 @@ def separate_schemes(a_title_codes: frozenset[str], b_title_codes: frozenset[str
     return (all(a_digits) and not any(b_digits)) or (all(b_digits) and not any(a_digits))
 
 
+class TitleCodes:
+    """One record's title codes and model numbers, prepared for :func:`title_codes_verdict`: what
+    :func:`codes_conflict_sets` and :func:`separate_schemes` derive from them on every pair, derived
+    once per record (:meth:`daemon.scoring.side.Side.title_code_profile`), so that a pair costs a few
+    set look-ups per code.
+
+    Args:
+        codes: the title's codes (:func:`title_models`).
+        ids: the record's model numbers, normalised (:func:`normalised_identifiers`).
+        min_len: shortest code that matches another as a prefix (as in :func:`codes_conflict`).
+
+    Attributes:
+        codes, ids: as given. closure, ids_closure: their :func:`_prefix_closure`. items: per code
+        ``(code, len(code) >= min_len, its prefixes of min_len characters or more, all digits)``.
+    """
+
+    __slots__ = ("closure", "codes", "ids", "ids_closure", "items")
+
+    def __init__(self, codes: frozenset[str], ids: frozenset[str], min_len: int) -> None:
+        self.codes, self.ids = codes, ids
+        self.closure = _prefix_closure(codes, min_len)
+        self.ids_closure = _prefix_closure(ids, min_len)
+        self.items = tuple((c, len(c) >= min_len, _code_prefixes(c, min_len), c.isdigit()) for c in codes)
+
+
+_CodeItem = tuple[str, bool, frozenset[str], bool]
+
+
+@lru_cache(maxsize=65_536)
+def title_code_profile(codes: frozenset[str], ids: frozenset[str], min_len: int) -> TitleCodes:
+    """The :class:`TitleCodes` of a title's codes and a record's normalised model numbers, memoised:
+    the listings of one product mostly carry the same codes, so records share their profile."""
+    return TitleCodes(codes, ids, min_len)
+
+
+def _unmatched_items(items: tuple[_CodeItem, ...], ys: frozenset[str], closure: frozenset[str]) -> list[_CodeItem]:
+    """The items whose code matches no code of ``ys`` (:func:`_matches_set`, with ``closure`` the
+    prefix closure of ``ys``)."""
+    out = []
+    for it in items:
+        x = it[0]
+        if not (x in ys or (it[1] and (x in closure or not it[2].isdisjoint(ys)))):
+            out.append(it)
+    return out
+
+
+def _any_matches(items: list[_CodeItem], ys: frozenset[str], closure: frozenset[str]) -> bool:
+    """Whether the code of one of ``items`` matches a code of ``ys`` (:func:`_matches_set`, with
+    ``closure`` the prefix closure of ``ys``)."""
+    for it in items:
+        x = it[0]
+        if x in ys or (it[1] and (x in closure or not it[2].isdisjoint(ys))):
+            return True
+    return False
+
+
+def title_codes_verdict(a: TitleCodes, b: TitleCodes) -> bool | None:
+    """:func:`codes_conflict_sets` and, on a conflict, :func:`separate_schemes` of two prepared
+    records in one pass (the same answers; ``tests/test_scoring.py`` compares them on real titles).
+
+    Args:
+        a, b: the two records' :class:`TitleCodes` (same ``min_len``), both titles with codes.
+    Returns:
+        False when the titles' codes do not conflict; True on a conflict; None on a conflict that
+        :func:`separate_schemes` calls two numbering schemes (no evidence either way).
+    """
+    if a is b:  # the same codes and model numbers: every code matches itself
+        return False
+    only_a = _unmatched_items(a.items, b.codes, b.closure)
+    if not only_a:
+        return False
+    only_b = _unmatched_items(b.items, a.codes, a.closure)
+    if not only_b or _any_matches(only_a, b.ids, b.ids_closure) or _any_matches(only_b, a.ids, a.ids_closure):
+        return False
+    a_digits = [it[3] for it in only_a]
+    b_digits = [it[3] for it in only_b]
+    if (all(a_digits) and not any(b_digits)) or (all(b_digits) and not any(a_digits)):
+        return None
+    return True
+
+
 COLOURS = frozenset((
     "black", "white", "silver", "grey", "gray", "red", "blue", "green", "pink", "purple", "yellow", "orange",
     "brown", "gold", "beige", "cherry", "rose", "plum", "navy", "graphite", "titanium", "bronze", "cobalt",
@@ -555,7 +653,7 @@ def _variant_parts(title: str) -> tuple[frozenset[str], frozenset[str]]:
         if not joined.isalnum():
             continue
         low = joined.casefold()
-        has_digit = any(c.isdigit() for c in joined)
+        has_digit = _has_digit(joined)
         if has_digit:
             if not joined.isdigit() and len(joined) >= MIN_SHORT_CODE and not is_quantity(low):
                 codes.add(low)
@@ -620,9 +718,9 @@ def variants_conflict(a: Any, b: Any) -> float | None:
     if not only_b:
         return None
     for x in only_a:
-        x_digits = any(c.isdigit() for c in x)
+        x_digits = _has_digit(x)
         for y in only_b:
-            y_digits = any(c.isdigit() for c in y)
+            y_digits = _has_digit(y)
             if x_digits and y_digits:
                 if min(len(x), len(y)) >= 4:
                     continue  # two model numbers: the ``models`` field decides
@@ -639,8 +737,8 @@ def _title_parts(title: str) -> tuple[frozenset[str], frozenset[str]]:
     nums: set[str] = set()
     plain: set[str] = set()
     for w in words(normalise_text(_THOUSANDS.sub("", title))):
-        if not any(c.isdigit() for c in w):
-            plain.update(x for x in re.split(r"[-./]", w) if len(x) > 1)
+        if not _has_digit(w):
+            plain.update([x for x in _SPLIT_CODE.split(w) if len(x) > 1])
         elif not model_numbers(w):
             nums.update(_canonical_number(n) for n in _NUMBER.findall(w)
                         if len(n.split(".")[0]) <= MAX_NUMBER_DIGITS)

@@ -123,6 +123,16 @@ class Side:
             v = self._memo[key] = m.normalised_identifiers(self.title_codes(), ignore_quantities)
         return v  # type: ignore[no-any-return]
 
+    def title_code_profile(self, name: str, min_len: int) -> m.TitleCodes:
+        """:meth:`title_codes` with the normalised model numbers of field ``name``
+        (:meth:`identifier_set`), prepared for :func:`~daemon.scoring.metrics.title_codes_verdict`
+        (:func:`~daemon.scoring.metrics.title_code_profile`: shared by records with the same ones)."""
+        key = ("title_code_profile", name, min_len)
+        v = self._memo.get(key)
+        if v is None:
+            v = self._memo[key] = m.title_code_profile(self.title_codes(), self.identifier_set(name), min_len)
+        return v  # type: ignore[no-any-return]
+
     def price(self, name: str = "price") -> float | None:
         """``fields[name]`` as a usable price (:func:`~daemon.scoring.metrics.price_value`) or None."""
         key = ("price", name)
