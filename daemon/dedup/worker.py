@@ -344,39 +344,32 @@ def mutual_best_per_source(links: Sequence[Link], source_of: dict[str, Any],
     The one-to-one assumption of clean-clean entity resolution (each feed lists an item once). Ties
     are broken by the partner's creation order (``order``: record id -> sort key; earliest wins), so
     exactly one partner per source survives. Records with no ``source`` value are left alone.
+
+    Args:
+        links: the links (each pair once). source_of: record id -> its source (missing or None: no
+            source). order: record id -> sort key (distinct per record; default the id itself).
+    Returns:
+        The kept links, in their order in ``links``. Linear in the links: one pass keeps each
+        (record, partner's source)'s best partner as a plain ``(score, partner)`` pair, and the
+        order key is computed only for two partners of equal score.
     """
     key = order or (lambda r: r)
-    best: dict[tuple[str, Any], tuple[float, Any, str]] = {}
+    best: dict[tuple[str, Any], tuple[float, str]] = {}
+    src = source_of.get
     for link in links:
+        score = link.score
         for x, y in ((link.a, link.b), (link.b, link.a)):
-            k = (x, source_of.get(y))
-            cand = (link.score, _neg(key(y)), y)
-            if k not in best or cand[:2] > best[k][:2]:
-                best[k] = cand
+            k = (x, src(y))
+            held = best.get(k)
+            # the higher score; on a tie the partner created first (NaN never replaces nor is replaced)
+            if held is None or score > held[0] or (score == held[0] and key(y) < key(held[1])):
+                best[k] = (score, y)
     out = []
     for link in links:
-        sa, sb = source_of.get(link.a), source_of.get(link.b)
-        if sa is None or sb is None or (best[(link.a, sb)][2] == link.b and best[(link.b, sa)][2] == link.a):
+        sa, sb = src(link.a), src(link.b)
+        if sa is None or sb is None or (best[(link.a, sb)][1] == link.b and best[(link.b, sa)][1] == link.a):
             out.append(link)
     return out
-
-
-class _neg:
-    """Reverses the order of a sort key (so ``max`` prefers the earliest)."""
-
-    __slots__ = ("k",)
-
-    def __init__(self, k: Any) -> None:
-        self.k = k
-
-    def __lt__(self, other: _neg) -> bool:
-        return bool(other.k < self.k)
-
-    def __gt__(self, other: _neg) -> bool:
-        return bool(self.k < other.k)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _neg) and self.k == other.k
 
 
 @dataclass
