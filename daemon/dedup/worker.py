@@ -97,6 +97,38 @@ class Link:
     """Index document versions of ``a`` and ``b`` when scored (None for links read back from the table)."""
 
 
+@dataclass(frozen=True, slots=True)
+class StoredLink:
+    """A link as the component walk reads it from ``nearsync.dedup_links``: its ends (``a`` before
+    ``b`` canonically) and score (0-100, as stored: ``real``). Its reasons and summary stay in the
+    table: a flag that takes them is written from the row itself (query ``upsert_flags``), so a walk
+    does not carry every link's reasons of a component of hundreds of records to the worker and back."""
+
+    a: str
+    b: str
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvidence:
+    """A flag's score, reasons and summary taken from a stored link row (``link``), the summary
+    after ``prefix`` (``""``, or which record links the two when the flag's pair has no link of its
+    own and cannot be scored): :meth:`DedupHandler._write_clusters_and_flags` sends the pair, and
+    the query copies the row's values, never through the worker."""
+
+    link: StoredLink
+    prefix: str = ""
+
+    @property
+    def score(self) -> float:
+        """The stored link's score (0-100)."""
+        return self.link.score
+
+
+Evidence = Link | StoredEvidence
+"""What a flag says about its pair: a :class:`Link` scored by the worker, or a stored row's values."""
+
+
 @dataclass
 class ScoredCandidate:
     """One candidate of a document, scored in canonical order (``a`` before ``b``).
@@ -633,8 +665,8 @@ class DedupHandler:
         return [x for x in links if (x.a, x.b) in kept]
 
     @staticmethod
-    def _keep_confirmed(flags: list[tuple[str, str, str, str, Link]],
-                        confirmed: set[tuple[str, str]]) -> list[tuple[str, str, str, str, Link]]:
+    def _keep_confirmed(flags: list[tuple[str, str, str, str, Evidence]],
+                        confirmed: set[tuple[str, str]]) -> list[tuple[str, str, str, str, Evidence]]:
         """Flags ``(member, flag, original, cluster_id, link)`` with the ones a moderator confirmed
         (``duplicate`` for (member, original), still holding) kept ``duplicate``; once an ad is
         edited the score decides again."""
@@ -643,8 +675,8 @@ class DedupHandler:
         return [(m, "duplicate" if canonical(m, o) in confirmed else flag, o, cid, link)
                 for m, flag, o, cid, link in flags]
 
-    def _direct(self, member: str, original: str, docs: dict[str, IndexDocument], via: Link,
-                scored: PairScore | None = None) -> Link:
+    def _direct(self, member: str, original: str, docs: dict[str, IndexDocument], via: StoredLink,
+                scored: PairScore | None = None) -> Evidence:
         """The (member, original) pair scored directly, for a member linked to it only through others.
 
         Its flag then says what relates the two records the flag names; the summary says which
@@ -657,7 +689,7 @@ class DedupHandler:
         da, db = docs.get(a), docs.get(b)
         other = via.b if via.a == member else via.a
         if da is None or db is None:
-            return Link(a, b, via.score, via.reasons, f"linked via #{other}: {via.summary}")
+            return StoredEvidence(via, f"linked via #{other}: ")
         link = self._link(a, b, da, db, scored) if scored is not None else self._score_link(a, b, da, db)
         link.summary = f"linked via #{other}; directly: {link.summary}"
         return link
@@ -721,24 +753,29 @@ class DedupHandler:
                                       max_size=cfg.cluster.max_size, min_density=cfg.cluster.min_density,
                                       resolution=cfg.cluster.resolution, seed=cfg.cluster.seed)
         by_pair = {(x.a, x.b): x for x in links}
-        adjacent: dict[str, list[Link]] = defaultdict(list)
+        adjacent: dict[str, list[StoredLink]] = defaultdict(list)
         for x in links:
             adjacent[x.a].append(x)
             adjacent[x.b].append(x)
         members: list[tuple[str, str, str]] = []
-        flags: list[tuple[str, str, str, str, Link]] = []
+        flags: list[tuple[str, str, str, str, Evidence]] = []
         for cl in clusters:
             inside = set(cl.members)
             for m in cl.members:
                 members.append((m, cl.id, cl.original))
                 if m == cl.original:
                     continue
-                link = by_pair.get(canonical(m, cl.original))
-                if link is None:  # linked to the original through others: score the pair itself
-                    via = max((x for x in adjacent[m] if x.a in inside and x.b in inside), key=lambda x: x.score)
-                    link = self._direct(m, cl.original, docs, via, scored.get(canonical(m, cl.original)))
-                flag = decide(link.score, cfg) or "potential_duplicate"
-                flags.append((m, flag, cl.original, cl.id, link))
+                own = by_pair.get(canonical(m, cl.original))
+                if own is None:  # linked to the original through others: score the pair itself
+                    # the member's strongest link in the cluster; on a tie the partner created first
+                    # (not the walk's row order, which is the plan's), so the summary is a function of the data
+                    via = min((x for x in adjacent[m] if x.a in inside and x.b in inside),
+                              key=lambda x: (-x.score, order[x.b if x.a == m else x.a]))
+                    evidence = self._direct(m, cl.original, docs, via, scored.get(canonical(m, cl.original)))
+                else:
+                    evidence = StoredEvidence(own)
+                flag = decide(evidence.score, cfg) or "potential_duplicate"
+                flags.append((m, flag, cl.original, cl.id, evidence))
         flags = self._keep_confirmed(flags, decided.get("duplicate", set()))
         # No result is read: in the caller's pipeline the writes go out with its COMMIT.
         await self._write_parts(conn, comp, parts)
@@ -746,16 +783,15 @@ class DedupHandler:
         return len(flags)
 
     async def _walk(self, conn: psycopg.AsyncConnection[Any], start: list[str], min_score: float,
-                    limit: int) -> tuple[list[str], list[Link]]:
+                    limit: int) -> tuple[list[str], list[StoredLink]]:
         """The component(s) of ``start`` over the links scored at least ``min_score`` (at most
-        ``limit`` records) and those links among them (query ``component_links``)."""
+        ``limit`` records) and those links among them, ends and scores only (query ``component_links``)."""
         cur = await conn.execute(query("component_links"), {"table": self.table, "ids": start,
                                                             "max_nodes": limit, "min_score": min_score})
         row = await cur.fetchone()
         assert row is not None  # an aggregate always returns its row
-        nodes, a, b, score, reasons, summary = row
-        return list(nodes or ()), [Link(*x) for x in zip(a or (), b or (), map(float, score or ()), reasons or (),
-                                                         summary or (), strict=True)]
+        nodes, a, b, score = row
+        return list(nodes or ()), [StoredLink(*x) for x in zip(a or (), b or (), map(float, score or ()), strict=True)]
 
     async def _parts(self, conn: psycopg.AsyncConnection[Any], start: list[str]) -> list[Part]:
         """The parts of the link graph holding ``start``: their whole components when each holds
@@ -783,10 +819,12 @@ class DedupHandler:
 
     async def _write_clusters_and_flags(self, conn: psycopg.AsyncConnection[Any], comp: list[str],
                                         members: list[tuple[str, str, str]],
-                                        flags: list[tuple[str, str, str, str, Link]],
+                                        flags: list[tuple[str, str, str, str, Evidence]],
                                         docs: dict[str, IndexDocument]) -> None:
         """Replace the cluster rows and flags of the component ``comp`` (no result is read); rows and
-        flags that are unchanged are left as they are (no new row versions)."""
+        flags that are unchanged are left as they are (no new row versions). A flag whose evidence is
+        a stored link (:class:`StoredEvidence`) is sent as the link's pair (and summary prefix), its
+        score, reasons and summary copied from the row by the query."""
         await conn.execute(query("clear_clusters_except"), {"table": self.table, "ids": comp,
                                                             "keep": [m[0] for m in members]})
         if members:
@@ -796,9 +834,12 @@ class DedupHandler:
         await conn.execute(query("clear_flags_except"), {"table": self.table, "ids": comp,
                                                          "keep": [f[0] for f in flags]})
         if flags:
+            scored = [(None, None, x.score, jsoncodec.dumps(x.reasons), x.summary) if isinstance(x, Link)
+                      else (x.link.a, x.link.b, None, None, x.prefix) for *_, x in flags]
             await conn.execute(query("upsert_flags"), {
                 "table": self.table, "record_ids": [f[0] for f in flags], "flags": [f[1] for f in flags],
                 "original_ids": [f[2] for f in flags], "cluster_ids": [f[3] for f in flags],
-                "scores": [f[4].score for f in flags], "reasons": [jsoncodec.dumps(f[4].reasons) for f in flags],
-                "summaries": [f[4].summary for f in flags],
+                "link_a": [x[0] for x in scored], "link_b": [x[1] for x in scored],
+                "scores": [x[2] for x in scored], "reasons": [x[3] for x in scored],
+                "summaries": [x[4] for x in scored],
                 "sig_versions": [int((docs.get(f[0]).signature if docs.get(f[0]) else {}).get("v", 0)) for f in flags]})
