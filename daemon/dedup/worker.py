@@ -46,7 +46,7 @@ from daemon.db import rarity as rarity_store
 from daemon.backends.base import (Candidate, CandidateQuery, IndexBackend, IndexDocument, in_small_scope_lookup,
                                    shared_keys)
 from daemon.dedup.ids import canonical, record_id_key
-from daemon.dedup.clusters import average_link_clusters, build_clusters, respect_cannot_links
+from daemon.dedup.clusters import Cluster, UnionFind, average_link_clusters, build_clusters, respect_cannot_links
 from daemon.dedup.parts import Part, cut_into_parts, part_levels
 from daemon.dedup.settings import DedupOptions
 from daemon.logs import get_logger
@@ -306,6 +306,11 @@ async def score_candidates_many(table: str, items: Sequence[tuple[str, IndexDocu
 PAIR_SCORES_MAX = 500_000
 """Bound of :attr:`DedupHandler._pair_scores` (about 150 bytes an entry: ~75 MB at most)."""
 
+CLUSTERED_MAX = 20_000
+"""Bound of :attr:`DedupHandler._clustered`: components whose clusters and flags are kept (a few kB
+each with their flags' scored pairs; ~100 MB at most). Enough for the components a worker
+re-clusters again and again around a stream of edits; a cleared entry is only clustered again."""
+
 LOOKUP_CHUNK = 200
 """Records per :meth:`~daemon.backends.base.IndexBackend.candidates_many` call (bounds one query or
 ``_msearch`` request)."""
@@ -404,6 +409,22 @@ def mutual_best_per_source(links: Sequence[Link], source_of: dict[str, Any],
     return out
 
 
+def link_components(links: Sequence[StoredLink]) -> list[tuple[tuple[str, ...], list[StoredLink]]]:
+    """The connected components of the graph of ``links`` (union-find, Tarjan 1975).
+
+    Returns:
+        ``(nodes, links)`` per component: its record ids sorted, and its links in their order in
+        ``links``; components in the order of their smallest id.
+    """
+    uf = UnionFind()
+    for x in links:
+        uf.union(x.a, x.b)
+    own: dict[Any, list[StoredLink]] = defaultdict(list)
+    for x in links:
+        own[uf.find(x.a)].append(x)
+    return sorted(((tuple(sorted(nodes)), own[root]) for root, nodes in uf.components().items()), key=lambda c: c[0])
+
+
 @dataclass
 class Tally:
     """Work counted during one :meth:`DedupHandler.process` call: pairs scored (candidates, whether
@@ -455,6 +476,15 @@ class DedupHandler:
     pair are queued, each finds the other). A candidate pair dropped below the potential threshold
     before it was scored in full (:func:`score_found`'s ``floor``) has no score here. Cleared at
     :data:`PAIR_SCORES_MAX`."""
+    _clustered: dict[Any, tuple[list[Cluster], list[Any]]] = field(default_factory=dict, repr=False)
+    """The clusters and flags (before moderators' confirmations) of each component :meth:`_recluster`
+    clustered, by everything they are a function of: the component's links (ends and scores), its
+    records' document versions (order keys, pair scores, evidence against) and the pairs dismissed
+    among them; the scoring configuration is the handler's (cleared when it changes). A batch
+    re-clusters every component around its records, and after best-match-per-source filtering a
+    part of hundreds of records is dozens of small components, most of them unchanged: those take
+    their clusters from here instead of being clustered and scored again. Cleared at
+    :data:`CLUSTERED_MAX`."""
 
     async def score_records(self, items: Sequence[tuple[str, IndexDocument]],
                             seen: dict[str, IndexDocument] | None = None,
@@ -562,6 +592,7 @@ class DedupHandler:
             return
         self.options = replace(self.options, scoring=scoring)
         self._pair_scores.clear()
+        self._clustered.clear()
         snapshot = scoring.snapshot
         log.info("rarity snapshot", table=self.table, version=None if snapshot is None else snapshot.version,
                  documents=None if snapshot is None else snapshot.documents)
@@ -744,43 +775,78 @@ class DedupHandler:
                 """A pair below the link threshold with evidence against a match: never one cluster."""
                 return a in docs and b in docs and evidence_against(side_of(docs[a]), side_of(docs[b]), cfg)
 
-            clusters = average_link_clusters([(x.a, x.b, x.score) for x in links], order, pair_score,
-                                             threshold=cfg.potential_threshold,
+            def cluster(edges: list[tuple[str, str, float]]) -> list[Cluster]:
+                return average_link_clusters(edges, order, pair_score, threshold=cfg.potential_threshold,
                                              strict_threshold=cfg.duplicate_threshold, max_size=cfg.cluster.max_size,
                                              apart=apart)
         else:
-            clusters = build_clusters([(x.a, x.b, x.score) for x in links], order,
-                                      max_size=cfg.cluster.max_size, min_density=cfg.cluster.min_density,
+            def cluster(edges: list[tuple[str, str, float]]) -> list[Cluster]:
+                return build_clusters(edges, order, max_size=cfg.cluster.max_size, min_density=cfg.cluster.min_density,
                                       resolution=cfg.cluster.resolution, seed=cfg.cluster.seed)
-        by_pair = {(x.a, x.b): x for x in links}
         adjacent: dict[str, list[StoredLink]] = defaultdict(list)
         for x in links:
             adjacent[x.a].append(x)
             adjacent[x.b].append(x)
-        members: list[tuple[str, str, str]] = []
+        clusters: list[Cluster] = []
         flags: list[tuple[str, str, str, str, Evidence]] = []
-        for cl in clusters:
-            inside = set(cl.members)
-            for m in cl.members:
-                members.append((m, cl.id, cl.original))
-                if m == cl.original:
-                    continue
-                own = by_pair.get(canonical(m, cl.original))
-                if own is None:  # linked to the original through others: score the pair itself
-                    # the member's strongest link in the cluster; on a tie the partner created first
-                    # (not the walk's row order, which is the plan's), so the summary is a function of the data
-                    via = min((x for x in adjacent[m] if x.a in inside and x.b in inside),
-                              key=lambda x: (-x.score, order[x.b if x.a == m else x.a]))
-                    evidence = self._direct(m, cl.original, docs, via, scored.get(canonical(m, cl.original)))
-                else:
-                    evidence = StoredEvidence(own)
-                flag = decide(evidence.score, cfg) or "potential_duplicate"
-                flags.append((m, flag, cl.original, cl.id, evidence))
+        dismissed_pairs = decided.get("not_duplicate", set())
+        for nodes, own_links in link_components(links):
+            key = (tuple(sorted((x.a, x.b, x.score) for x in own_links)),
+                   tuple((rid, docs[rid].version if rid in docs else None) for rid in nodes),
+                   tuple(sorted(p for p in dismissed_pairs if p[0] in nodes and p[1] in nodes)))
+            done = self._clustered.get(key)
+            if done is None:
+                made = cluster([(x.a, x.b, x.score) for x in own_links])
+                done = (made, self._flags_of(made, adjacent, order, docs, scored))
+                self._remember_clustered(key, done)
+            clusters += done[0]
+            flags += done[1]
+        clusters.sort(key=lambda c: order[c.original])
+        members = [(m, cl.id, cl.original) for cl in clusters for m in cl.members]
         flags = self._keep_confirmed(flags, decided.get("duplicate", set()))
         # No result is read: in the caller's pipeline the writes go out with its COMMIT.
         await self._write_parts(conn, comp, parts)
         await self._write_clusters_and_flags(conn, comp, members, flags, docs)
         return len(flags)
+
+    def _flags_of(self, clusters: list[Cluster], adjacent: dict[str, list[StoredLink]],
+                  order: dict[str, Any], docs: dict[str, IndexDocument],
+                  scored: dict[tuple[str, str], PairScore]) -> list[tuple[str, str, str, str, Evidence]]:
+        """The flag of every non-original member of ``clusters``: ``(member, flag, original,
+        cluster_id, evidence)``, the evidence its link to the original (a :class:`StoredEvidence`) or,
+        linked to it only through others, the pair scored directly (:meth:`_direct`).
+
+        Args:
+            adjacent: record id -> its links (among the clustered ones). order: record id -> order key.
+            docs: the records' documents. scored: pairs already scored from ``docs`` (reused).
+        """
+        cfg = self.options.scoring
+        flags: list[tuple[str, str, str, str, Evidence]] = []
+        for cl in clusters:
+            inside = set(cl.members)
+            for m in cl.members[1:]:  # the original comes first
+                pair = canonical(m, cl.original)
+                own = next((x for x in adjacent[m] if (x.a, x.b) == pair), None)
+                evidence: Evidence
+                if own is None:  # linked to the original through others: score the pair itself
+                    # the member's strongest link in the cluster; on a tie the partner created first
+                    # (not the walk's row order, which is the plan's), so the summary is a function of the data
+                    via = min((x for x in adjacent[m] if x.a in inside and x.b in inside),
+                              key=lambda x: (-x.score, order[x.b if x.a == m else x.a]))
+                    evidence = self._direct(m, cl.original, docs, via, scored.get(pair))
+                else:
+                    evidence = StoredEvidence(own)
+                flags.append((m, decide(evidence.score, cfg) or "potential_duplicate", cl.original, cl.id, evidence))
+        return flags
+
+    def _remember_clustered(self, key: Any, done: tuple[list[Cluster], list[Any]]) -> None:
+        """Keep one component's clusters and flags in :attr:`_clustered` under ``key``, the table
+        cleared first once it holds :data:`CLUSTERED_MAX` (a bound on memory: a forgotten component
+        is only clustered again)."""
+        memo = self._clustered
+        if len(memo) >= CLUSTERED_MAX:
+            memo.clear()
+        memo[key] = done
 
     async def _walk(self, conn: psycopg.AsyncConnection[Any], start: list[str], min_score: float,
                     limit: int) -> tuple[list[str], list[StoredLink]]:
