@@ -37,7 +37,7 @@ from functools import partial
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 
@@ -127,6 +127,9 @@ class StoredEvidence:
 
 Evidence = Link | StoredEvidence
 """What a flag says about its pair: a :class:`Link` scored by the worker, or a stored row's values."""
+
+_ScoredPair = TypeVar("_ScoredPair", Link, StoredLink)
+"""A link with its ends ``a``, ``b`` and its ``score``, scored now or read back."""
 
 
 @dataclass
@@ -374,8 +377,8 @@ def side_of(doc: IndexDocument) -> Side:
     return side  # type: ignore[no-any-return]
 
 
-def mutual_best_per_source(links: Sequence[Link], source_of: dict[str, Any],
-                           order: Any = None) -> list[Link]:
+def mutual_best_per_source(links: Sequence[_ScoredPair], source_of: dict[str, Any],
+                           order: Any = None) -> list[_ScoredPair]:
     """Keep a link only if each side is the other's best link into its source.
 
     The one-to-one assumption of clean-clean entity resolution (each feed lists an item once). Ties
@@ -687,7 +690,7 @@ class DedupHandler:
         return out
 
     @staticmethod
-    def _without_dismissed_joins(links: list[Link], dismissed: set[tuple[str, str]]) -> list[Link]:
+    def _without_dismissed_joins(links: list[StoredLink], dismissed: set[tuple[str, str]]) -> list[StoredLink]:
         """``links`` less those that would put a dismissed pair into one cluster through other
         records (:func:`~daemon.dedup.clusters.respect_cannot_links`)."""
         if len(links) < 2 or not dismissed:
