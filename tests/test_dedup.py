@@ -557,3 +557,49 @@ async def test_lookups_sent_ahead_chunk_by_chunk_score_as_one_lookup(dsettings: 
     assert [[(x.a, x.b, x.score.score, x.flag) for x in r.scored] for r in chunked] == \
         [[(x.a, x.b, x.score.score, x.flag) for x in r.scored] for r in whole]
     assert all(any(r.scored for r in whole[i : i + 2]) for i in (0, 2, 4))  # each chunk has candidates
+
+
+async def _worker_output(dsn: str) -> tuple[list[tuple[Any, ...]], ...]:
+    """Every flag (with its score, reasons and summary), cluster row and part row, sorted."""
+    out = []
+    async with await psycopg.AsyncConnection.connect(dsn) as c:
+        for q in ("SELECT record_id, flag, original_id, cluster_id, score, reasons, summary, signature_version "
+                  "FROM nearsync.duplicate_flags ORDER BY record_id",
+                  "SELECT record_id, cluster_id, original_id FROM nearsync.clusters ORDER BY record_id",
+                  "SELECT record_id, part_id, level FROM nearsync.dedup_parts ORDER BY record_id"):
+            out.append([tuple(r) for r in await (await c.execute(q)).fetchall()])
+    return tuple(out)
+
+
+async def test_components_kept_by_the_worker_give_the_same_rows_as_clustering_from_scratch(
+        dsettings: Settings) -> None:
+    """The worker keeps each component's clusters and flags by their inputs (links, document
+    versions, dismissed pairs) and takes unchanged components from there: after inserts, an edit,
+    a delete, a new creation time for an original (same links) and a pass that re-queues every
+    record (every component unchanged), its output rows are those of a fresh worker clustering
+    everything once."""
+    s = with_dedup(dsettings, potential_threshold=40, duplicate_threshold=60,
+                   cluster={"max_size": 20, "min_density": 0.0})
+    one = with_daemon(s, concurrency=1, batch_size=3)
+    async with running_indexer(s), running_worker(one) as w:
+        ids = [await add(s.dsn, chain_ad(i), f"now() - interval '{100 - i} minutes'") for i in range(16)]
+        await settle(s)
+        async with await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as c:
+            await c.execute("UPDATE ads SET title = %s WHERE id = %s", (chain_ad(9)["title"] + " boxed", int(ids[3])))
+            await c.execute("DELETE FROM ads WHERE id = %s", (int(ids[12]),))
+        await settle(s)
+        async with await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as c:
+            # the same links, another original: only the document's version tells the change
+            await c.execute("UPDATE ads SET created_at = now(), body = body || ' ' WHERE id = %s", (int(ids[0]),))
+        await settle(s)
+        async with await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as c:
+            await c.execute("INSERT INTO nearsync.index_tracking (queue, table_name, record_id, op, seq) "
+                            "SELECT 'dedup', 'public.ads', id::text, 'U', nextval('nearsync.change_seq') FROM ads")
+        await settle(s)
+        kept = len(w.handler._clustered)
+    incremental = await _worker_output(s.dsn)
+    await _redo_all(s.dsn)
+    async with running_worker(with_daemon(s, concurrency=1, batch_size=16)):
+        await settle(s)
+    assert kept > 0 and len(incremental[0]) >= 8, incremental
+    assert await _worker_output(s.dsn) == incremental

@@ -37,7 +37,7 @@ from functools import partial
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 
@@ -46,7 +46,7 @@ from daemon.db import rarity as rarity_store
 from daemon.backends.base import (Candidate, CandidateQuery, IndexBackend, IndexDocument, in_small_scope_lookup,
                                    shared_keys)
 from daemon.dedup.ids import canonical, record_id_key
-from daemon.dedup.clusters import average_link_clusters, build_clusters, respect_cannot_links
+from daemon.dedup.clusters import Cluster, UnionFind, average_link_clusters, build_clusters, respect_cannot_links
 from daemon.dedup.parts import Part, cut_into_parts, part_levels
 from daemon.dedup.settings import DedupOptions
 from daemon.logs import get_logger
@@ -95,6 +95,41 @@ class Link:
     summary: str
     versions: tuple[int, int] | None = field(default=None, compare=False)
     """Index document versions of ``a`` and ``b`` when scored (None for links read back from the table)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredLink:
+    """A link as the component walk reads it from ``nearsync.dedup_links``: its ends (``a`` before
+    ``b`` canonically) and score (0-100, as stored: ``real``). Its reasons and summary stay in the
+    table: a flag that takes them is written from the row itself (query ``upsert_flags``), so a walk
+    does not carry every link's reasons of a component of hundreds of records to the worker and back."""
+
+    a: str
+    b: str
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvidence:
+    """A flag's score, reasons and summary taken from a stored link row (``link``), the summary
+    after ``prefix`` (``""``, or which record links the two when the flag's pair has no link of its
+    own and cannot be scored): :meth:`DedupHandler._write_clusters_and_flags` sends the pair, and
+    the query copies the row's values, never through the worker."""
+
+    link: StoredLink
+    prefix: str = ""
+
+    @property
+    def score(self) -> float:
+        """The stored link's score (0-100)."""
+        return self.link.score
+
+
+Evidence = Link | StoredEvidence
+"""What a flag says about its pair: a :class:`Link` scored by the worker, or a stored row's values."""
+
+_ScoredPair = TypeVar("_ScoredPair", Link, StoredLink)
+"""A link with its ends ``a``, ``b`` and its ``score``, scored now or read back."""
 
 
 @dataclass
@@ -274,6 +309,11 @@ async def score_candidates_many(table: str, items: Sequence[tuple[str, IndexDocu
 PAIR_SCORES_MAX = 500_000
 """Bound of :attr:`DedupHandler._pair_scores` (about 150 bytes an entry: ~75 MB at most)."""
 
+CLUSTERED_MAX = 20_000
+"""Bound of :attr:`DedupHandler._clustered`: components whose clusters and flags are kept (a few kB
+each with their flags' scored pairs; ~100 MB at most). Enough for the components a worker
+re-clusters again and again around a stream of edits; a cleared entry is only clustered again."""
+
 LOOKUP_CHUNK = 200
 """Records per :meth:`~daemon.backends.base.IndexBackend.candidates_many` call (bounds one query or
 ``_msearch`` request)."""
@@ -340,46 +380,55 @@ def side_of(doc: IndexDocument) -> Side:
     return side  # type: ignore[no-any-return]
 
 
-def mutual_best_per_source(links: Sequence[Link], source_of: dict[str, Any],
-                           order: Any = None) -> list[Link]:
+def mutual_best_per_source(links: Sequence[_ScoredPair], source_of: dict[str, Any],
+                           order: Any = None) -> list[_ScoredPair]:
     """Keep a link only if each side is the other's best link into its source.
 
     The one-to-one assumption of clean-clean entity resolution (each feed lists an item once). Ties
     are broken by the partner's creation order (``order``: record id -> sort key; earliest wins), so
     exactly one partner per source survives. Records with no ``source`` value are left alone.
+
+    Args:
+        links: the links (each pair once). source_of: record id -> its source (missing or None: no
+            source). order: record id -> sort key (distinct per record; default the id itself).
+    Returns:
+        The kept links, in their order in ``links``. Linear in the links: one pass keeps each
+        (record, partner's source)'s best partner as a plain ``(score, partner)`` pair, and the
+        order key is computed only for two partners of equal score.
     """
     key = order or (lambda r: r)
-    best: dict[tuple[str, Any], tuple[float, Any, str]] = {}
+    best: dict[tuple[str, Any], tuple[float, str]] = {}
+    src = source_of.get
     for link in links:
+        score = link.score
         for x, y in ((link.a, link.b), (link.b, link.a)):
-            k = (x, source_of.get(y))
-            cand = (link.score, _neg(key(y)), y)
-            if k not in best or cand[:2] > best[k][:2]:
-                best[k] = cand
+            k = (x, src(y))
+            held = best.get(k)
+            # the higher score; on a tie the partner created first (NaN never replaces nor is replaced)
+            if held is None or score > held[0] or (score == held[0] and key(y) < key(held[1])):
+                best[k] = (score, y)
     out = []
     for link in links:
-        sa, sb = source_of.get(link.a), source_of.get(link.b)
-        if sa is None or sb is None or (best[(link.a, sb)][2] == link.b and best[(link.b, sa)][2] == link.a):
+        sa, sb = src(link.a), src(link.b)
+        if sa is None or sb is None or (best[(link.a, sb)][1] == link.b and best[(link.b, sa)][1] == link.a):
             out.append(link)
     return out
 
 
-class _neg:
-    """Reverses the order of a sort key (so ``max`` prefers the earliest)."""
+def link_components(links: Sequence[StoredLink]) -> list[tuple[tuple[str, ...], list[StoredLink]]]:
+    """The connected components of the graph of ``links`` (union-find, Tarjan 1975).
 
-    __slots__ = ("k",)
-
-    def __init__(self, k: Any) -> None:
-        self.k = k
-
-    def __lt__(self, other: _neg) -> bool:
-        return bool(other.k < self.k)
-
-    def __gt__(self, other: _neg) -> bool:
-        return bool(self.k < other.k)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _neg) and self.k == other.k
+    Returns:
+        ``(nodes, links)`` per component: its record ids sorted, and its links in their order in
+        ``links``; components in the order of their smallest id.
+    """
+    uf = UnionFind()
+    for x in links:
+        uf.union(x.a, x.b)
+    own: dict[Any, list[StoredLink]] = defaultdict(list)
+    for x in links:
+        own[uf.find(x.a)].append(x)
+    return sorted(((tuple(sorted(nodes)), own[root]) for root, nodes in uf.components().items()), key=lambda c: c[0])
 
 
 @dataclass
@@ -433,6 +482,15 @@ class DedupHandler:
     pair are queued, each finds the other). A candidate pair dropped below the potential threshold
     before it was scored in full (:func:`score_found`'s ``floor``) has no score here. Cleared at
     :data:`PAIR_SCORES_MAX`."""
+    _clustered: dict[Any, tuple[list[Cluster], list[Any]]] = field(default_factory=dict, repr=False)
+    """The clusters and flags (before moderators' confirmations) of each component :meth:`_recluster`
+    clustered, by everything they are a function of: the component's links (ends and scores), its
+    records' document versions (order keys, pair scores, evidence against) and the pairs dismissed
+    among them; the scoring configuration is the handler's (cleared when it changes). A batch
+    re-clusters every component around its records, and after best-match-per-source filtering a
+    part of hundreds of records is dozens of small components, most of them unchanged: those take
+    their clusters from here instead of being clustered and scored again. Cleared at
+    :data:`CLUSTERED_MAX`."""
 
     async def score_records(self, items: Sequence[tuple[str, IndexDocument]],
                             seen: dict[str, IndexDocument] | None = None,
@@ -540,6 +598,7 @@ class DedupHandler:
             return
         self.options = replace(self.options, scoring=scoring)
         self._pair_scores.clear()
+        self._clustered.clear()
         snapshot = scoring.snapshot
         log.info("rarity snapshot", table=self.table, version=None if snapshot is None else snapshot.version,
                  documents=None if snapshot is None else snapshot.documents)
@@ -634,7 +693,7 @@ class DedupHandler:
         return out
 
     @staticmethod
-    def _without_dismissed_joins(links: list[Link], dismissed: set[tuple[str, str]]) -> list[Link]:
+    def _without_dismissed_joins(links: list[StoredLink], dismissed: set[tuple[str, str]]) -> list[StoredLink]:
         """``links`` less those that would put a dismissed pair into one cluster through other
         records (:func:`~daemon.dedup.clusters.respect_cannot_links`)."""
         if len(links) < 2 or not dismissed:
@@ -643,8 +702,8 @@ class DedupHandler:
         return [x for x in links if (x.a, x.b) in kept]
 
     @staticmethod
-    def _keep_confirmed(flags: list[tuple[str, str, str, str, Link]],
-                        confirmed: set[tuple[str, str]]) -> list[tuple[str, str, str, str, Link]]:
+    def _keep_confirmed(flags: list[tuple[str, str, str, str, Evidence]],
+                        confirmed: set[tuple[str, str]]) -> list[tuple[str, str, str, str, Evidence]]:
         """Flags ``(member, flag, original, cluster_id, link)`` with the ones a moderator confirmed
         (``duplicate`` for (member, original), still holding) kept ``duplicate``; once an ad is
         edited the score decides again."""
@@ -653,8 +712,8 @@ class DedupHandler:
         return [(m, "duplicate" if canonical(m, o) in confirmed else flag, o, cid, link)
                 for m, flag, o, cid, link in flags]
 
-    def _direct(self, member: str, original: str, docs: dict[str, IndexDocument], via: Link,
-                scored: PairScore | None = None) -> Link:
+    def _direct(self, member: str, original: str, docs: dict[str, IndexDocument], via: StoredLink,
+                scored: PairScore | None = None) -> Evidence:
         """The (member, original) pair scored directly, for a member linked to it only through others.
 
         Its flag then says what relates the two records the flag names; the summary says which
@@ -667,7 +726,7 @@ class DedupHandler:
         da, db = docs.get(a), docs.get(b)
         other = via.b if via.a == member else via.a
         if da is None or db is None:
-            return Link(a, b, via.score, via.reasons, f"linked via #{other}: {via.summary}")
+            return StoredEvidence(via, f"linked via #{other}: ")
         link = self._link(a, b, da, db, scored) if scored is not None else self._score_link(a, b, da, db)
         link.summary = f"linked via #{other}; directly: {link.summary}"
         return link
@@ -722,50 +781,89 @@ class DedupHandler:
                 """A pair below the link threshold with evidence against a match: never one cluster."""
                 return a in docs and b in docs and evidence_against(side_of(docs[a]), side_of(docs[b]), cfg)
 
-            clusters = average_link_clusters([(x.a, x.b, x.score) for x in links], order, pair_score,
-                                             threshold=cfg.potential_threshold,
+            def cluster(edges: list[tuple[str, str, float]]) -> list[Cluster]:
+                return average_link_clusters(edges, order, pair_score, threshold=cfg.potential_threshold,
                                              strict_threshold=cfg.duplicate_threshold, max_size=cfg.cluster.max_size,
                                              apart=apart)
         else:
-            clusters = build_clusters([(x.a, x.b, x.score) for x in links], order,
-                                      max_size=cfg.cluster.max_size, min_density=cfg.cluster.min_density,
+            def cluster(edges: list[tuple[str, str, float]]) -> list[Cluster]:
+                return build_clusters(edges, order, max_size=cfg.cluster.max_size, min_density=cfg.cluster.min_density,
                                       resolution=cfg.cluster.resolution, seed=cfg.cluster.seed)
-        by_pair = {(x.a, x.b): x for x in links}
-        adjacent: dict[str, list[Link]] = defaultdict(list)
+        adjacent: dict[str, list[StoredLink]] = defaultdict(list)
         for x in links:
             adjacent[x.a].append(x)
             adjacent[x.b].append(x)
-        members: list[tuple[str, str, str]] = []
-        flags: list[tuple[str, str, str, str, Link]] = []
-        for cl in clusters:
-            inside = set(cl.members)
-            for m in cl.members:
-                members.append((m, cl.id, cl.original))
-                if m == cl.original:
-                    continue
-                link = by_pair.get(canonical(m, cl.original))
-                if link is None:  # linked to the original through others: score the pair itself
-                    via = max((x for x in adjacent[m] if x.a in inside and x.b in inside), key=lambda x: x.score)
-                    link = self._direct(m, cl.original, docs, via, scored.get(canonical(m, cl.original)))
-                flag = decide(link.score, cfg) or "potential_duplicate"
-                flags.append((m, flag, cl.original, cl.id, link))
+        clusters: list[Cluster] = []
+        flags: list[tuple[str, str, str, str, Evidence]] = []
+        dismissed_pairs = decided.get("not_duplicate", set())
+        for nodes, own_links in link_components(links):
+            key = (tuple(sorted((x.a, x.b, x.score) for x in own_links)),
+                   tuple((rid, docs[rid].version if rid in docs else None) for rid in nodes),
+                   tuple(sorted(p for p in dismissed_pairs if p[0] in nodes and p[1] in nodes)))
+            done = self._clustered.get(key)
+            if done is None:
+                made = cluster([(x.a, x.b, x.score) for x in own_links])
+                done = (made, self._flags_of(made, adjacent, order, docs, scored))
+                self._remember_clustered(key, done)
+            clusters += done[0]
+            flags += done[1]
+        clusters.sort(key=lambda c: order[c.original])
+        members = [(m, cl.id, cl.original) for cl in clusters for m in cl.members]
         flags = self._keep_confirmed(flags, decided.get("duplicate", set()))
         # No result is read: in the caller's pipeline the writes go out with its COMMIT.
         await self._write_parts(conn, comp, parts)
         await self._write_clusters_and_flags(conn, comp, members, flags, docs)
         return len(flags)
 
+    def _flags_of(self, clusters: list[Cluster], adjacent: dict[str, list[StoredLink]],
+                  order: dict[str, Any], docs: dict[str, IndexDocument],
+                  scored: dict[tuple[str, str], PairScore]) -> list[tuple[str, str, str, str, Evidence]]:
+        """The flag of every non-original member of ``clusters``: ``(member, flag, original,
+        cluster_id, evidence)``, the evidence its link to the original (a :class:`StoredEvidence`) or,
+        linked to it only through others, the pair scored directly (:meth:`_direct`).
+
+        Args:
+            adjacent: record id -> its links (among the clustered ones). order: record id -> order key.
+            docs: the records' documents. scored: pairs already scored from ``docs`` (reused).
+        """
+        cfg = self.options.scoring
+        flags: list[tuple[str, str, str, str, Evidence]] = []
+        for cl in clusters:
+            inside = set(cl.members)
+            for m in cl.members[1:]:  # the original comes first
+                pair = canonical(m, cl.original)
+                own = next((x for x in adjacent[m] if (x.a, x.b) == pair), None)
+                evidence: Evidence
+                if own is None:  # linked to the original through others: score the pair itself
+                    # the member's strongest link in the cluster; on a tie the partner created first
+                    # (not the walk's row order, which is the plan's), so the summary is a function of the data
+                    via = min((x for x in adjacent[m] if x.a in inside and x.b in inside),
+                              key=lambda x: (-x.score, order[x.b if x.a == m else x.a]))
+                    evidence = self._direct(m, cl.original, docs, via, scored.get(pair))
+                else:
+                    evidence = StoredEvidence(own)
+                flags.append((m, decide(evidence.score, cfg) or "potential_duplicate", cl.original, cl.id, evidence))
+        return flags
+
+    def _remember_clustered(self, key: Any, done: tuple[list[Cluster], list[Any]]) -> None:
+        """Keep one component's clusters and flags in :attr:`_clustered` under ``key``, the table
+        cleared first once it holds :data:`CLUSTERED_MAX` (a bound on memory: a forgotten component
+        is only clustered again)."""
+        memo = self._clustered
+        if len(memo) >= CLUSTERED_MAX:
+            memo.clear()
+        memo[key] = done
+
     async def _walk(self, conn: psycopg.AsyncConnection[Any], start: list[str], min_score: float,
-                    limit: int) -> tuple[list[str], list[Link]]:
+                    limit: int) -> tuple[list[str], list[StoredLink]]:
         """The component(s) of ``start`` over the links scored at least ``min_score`` (at most
-        ``limit`` records) and those links among them (query ``component_links``)."""
+        ``limit`` records) and those links among them, ends and scores only (query ``component_links``)."""
         cur = await conn.execute(query("component_links"), {"table": self.table, "ids": start,
                                                             "max_nodes": limit, "min_score": min_score})
         row = await cur.fetchone()
         assert row is not None  # an aggregate always returns its row
-        nodes, a, b, score, reasons, summary = row
-        return list(nodes or ()), [Link(*x) for x in zip(a or (), b or (), map(float, score or ()), reasons or (),
-                                                         summary or (), strict=True)]
+        nodes, a, b, score = row
+        return list(nodes or ()), [StoredLink(*x) for x in zip(a or (), b or (), map(float, score or ()), strict=True)]
 
     async def _parts(self, conn: psycopg.AsyncConnection[Any], start: list[str]) -> list[Part]:
         """The parts of the link graph holding ``start``: their whole components when each holds
@@ -793,10 +891,12 @@ class DedupHandler:
 
     async def _write_clusters_and_flags(self, conn: psycopg.AsyncConnection[Any], comp: list[str],
                                         members: list[tuple[str, str, str]],
-                                        flags: list[tuple[str, str, str, str, Link]],
+                                        flags: list[tuple[str, str, str, str, Evidence]],
                                         docs: dict[str, IndexDocument]) -> None:
         """Replace the cluster rows and flags of the component ``comp`` (no result is read); rows and
-        flags that are unchanged are left as they are (no new row versions)."""
+        flags that are unchanged are left as they are (no new row versions). A flag whose evidence is
+        a stored link (:class:`StoredEvidence`) is sent as the link's pair (and summary prefix), its
+        score, reasons and summary copied from the row by the query."""
         await conn.execute(query("clear_clusters_except"), {"table": self.table, "ids": comp,
                                                             "keep": [m[0] for m in members]})
         if members:
@@ -806,9 +906,12 @@ class DedupHandler:
         await conn.execute(query("clear_flags_except"), {"table": self.table, "ids": comp,
                                                          "keep": [f[0] for f in flags]})
         if flags:
+            scored = [(None, None, x.score, jsoncodec.dumps(x.reasons), x.summary) if isinstance(x, Link)
+                      else (x.link.a, x.link.b, None, None, x.prefix) for *_, x in flags]
             await conn.execute(query("upsert_flags"), {
                 "table": self.table, "record_ids": [f[0] for f in flags], "flags": [f[1] for f in flags],
                 "original_ids": [f[2] for f in flags], "cluster_ids": [f[3] for f in flags],
-                "scores": [f[4].score for f in flags], "reasons": [jsoncodec.dumps(f[4].reasons) for f in flags],
-                "summaries": [f[4].summary for f in flags],
+                "link_a": [x[0] for x in scored], "link_b": [x[1] for x in scored],
+                "scores": [x[2] for x in scored], "reasons": [x[3] for x in scored],
+                "summaries": [x[4] for x in scored],
                 "sig_versions": [int((docs.get(f[0]).signature if docs.get(f[0]) else {}).get("v", 0)) for f in flags]})

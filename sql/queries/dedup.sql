@@ -37,8 +37,9 @@ ON CONFLICT (table_name, a, b) DO UPDATE SET
 -- name: component_links
 -- The connected component(s) of the given records over the links scored at least min_score
 -- (at most max_nodes records; the given ones come first) and those links among them, in one row:
--- ids, then the links as
--- parallel arrays (NULL when there is none). Each step follows a record's links in both
+-- ids, then the links' ends and scores as parallel arrays (NULL when there is none). Not their
+-- reasons and summaries: decoding every link's reasons of a component of ~800 records took ~20 ms
+-- of the worker's time, and only flags need them (upsert_flags copies them from the rows). Each step follows a record's links in both
 -- directions through the two indexes (a LATERAL union, not an OR join, which the planner cannot
 -- drive from an index). The links among the nodes are those from a node (a join on the index of a)
 -- to a node (a hashed semi-join: nodes are distinct, as UNION makes them); "= ANY" of the nodes'
@@ -58,12 +59,11 @@ WITH RECURSIVE comp(id) AS (
 ), nodes AS MATERIALIZED (
     SELECT id FROM comp LIMIT %(max_nodes)s
 ), among AS (
-    SELECT l.a, l.b, l.score, l.reasons, l.summary
+    SELECT l.a, l.b, l.score
     FROM nodes n JOIN nearsync.dedup_links l ON l.table_name = %(table)s AND l.a = n.id
     WHERE l.b IN (SELECT id FROM nodes) AND l.score >= %(min_score)s
 )
-SELECT (SELECT array_agg(id) FROM nodes) AS ids, array_agg(a) AS a, array_agg(b) AS b, array_agg(score) AS score,
-       array_agg(reasons) AS reasons, array_agg(summary) AS summary
+SELECT (SELECT array_agg(id) FROM nodes) AS ids, array_agg(a) AS a, array_agg(b) AS b, array_agg(score) AS score
 FROM among;
 
 -- name: clear_clusters_except
@@ -100,13 +100,18 @@ WHERE table_name = %(table)s AND record_id = ANY(%(ids)b::text[]) AND NOT (recor
 
 -- name: upsert_flags
 -- Idempotent: a flag whose kind and original are unchanged keeps its flagged_at, and a flag that
--- is unchanged altogether is not rewritten.
+-- is unchanged altogether is not rewritten. A flag whose evidence is a stored link (link_a, link_b
+-- given; score and reasons NULL) takes the link row's score, reasons and summary (after the
+-- summary given, a prefix), so they do not travel to the worker and back; the others are sent.
 INSERT INTO nearsync.duplicate_flags AS f (table_name, record_id, flag, original_id, cluster_id, score, reasons,
                                            summary, signature_version)
-SELECT %(table)s, x.record_id, x.flag, x.original_id, x.cluster_id, x.score, x.reasons, x.summary, x.sig_version
+SELECT %(table)s, x.record_id, x.flag, x.original_id, x.cluster_id, coalesce(x.score, l.score),
+       coalesce(x.reasons, l.reasons), x.summary || coalesce(l.summary, ''), x.sig_version
 FROM unnest(%(record_ids)b::text[], %(flags)b::text[], %(original_ids)b::text[], %(cluster_ids)b::text[],
-            %(scores)b::real[], %(reasons)b::jsonb[], %(summaries)b::text[], %(sig_versions)b::integer[])
-     AS x(record_id, flag, original_id, cluster_id, score, reasons, summary, sig_version)
+            %(scores)b::real[], %(reasons)b::jsonb[], %(summaries)b::text[], %(sig_versions)b::integer[],
+            %(link_a)b::text[], %(link_b)b::text[])
+     AS x(record_id, flag, original_id, cluster_id, score, reasons, summary, sig_version, link_a, link_b)
+LEFT JOIN nearsync.dedup_links l ON l.table_name = %(table)s AND l.a = x.link_a AND l.b = x.link_b
 ON CONFLICT (table_name, record_id) DO UPDATE SET
     flag = excluded.flag, original_id = excluded.original_id, cluster_id = excluded.cluster_id,
     score = excluded.score, reasons = excluded.reasons, summary = excluded.summary,
