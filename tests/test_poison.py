@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -121,14 +122,14 @@ async def test_loop_buries_poison_and_handles_a_suspect_alone(queue_db: str) -> 
 
 
 def test_a_hanging_worker_is_cut_restarted_and_the_queue_flows(queue_db: str, tmp_path: Path) -> None:
-    """The handler never returns on r07. Each run the stall watchdog (1.5 s) writes the stacks and
+    """The handler never returns on r07. Each run the stall watchdog (3 s) writes the stacks and
     exits 1; the takeovers make r07 a suspect, handled alone, then a poison record: dead-lettered
     after three stops, and every other record is handled, none dead-lettered."""
     log = tmp_path / "worker.log"
     codes: list[int] = []
     for _ in range(8):
         with open(log, "ab") as out:
-            proc = subprocess.run([sys.executable, "tests/poison_worker.py", queue_db, "1.5", "2", "r07"],
+            proc = subprocess.run([sys.executable, "tests/poison_worker.py", queue_db, "3", "2", "0", "r07"],
                                   cwd=REPO, stdout=out, stderr=out, timeout=120, check=False)
         codes.append(proc.returncode)
         if proc.returncode == 0:
@@ -143,9 +144,12 @@ def test_a_hanging_worker_is_cut_restarted_and_the_queue_flows(queue_db: str, tm
 
 
 def test_the_watchdog_stays_quiet_while_the_loop_runs(queue_db: str) -> None:
-    """A worker whose loop keeps running is never cut, even with a short timeout."""
-    proc = subprocess.run([sys.executable, "tests/poison_worker.py", queue_db, "1", "2"], cwd=REPO,
+    """A worker whose batches are slow but let the event loop run (1 s each, three batches on one
+    lane: three times the 2 s timeout in all) is never cut: the beat keeps re-arming the timer."""
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "tests/poison_worker.py", queue_db, "2", "1", "1.0"], cwd=REPO,
                           capture_output=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-2000:]
+    assert time.monotonic() - t0 > 3 * 1.0
     done, dead, queued = _state(queue_db)
     assert (len(done), dead, queued) == (12, {}, 0)
