@@ -878,12 +878,22 @@ class DedupHandler:
                 log.warning("component truncated", size=len(p.nodes), max_component=cap, level=p.level)
         return parts
 
+    async def _clear(self, name: str, conn: psycopg.AsyncConnection[Any], comp: list[str], keep: list[str]) -> None:
+        """Delete the rows of the records of ``comp`` that are not in ``keep`` with the query ``name``
+        (``clear_parts_of``, ``clear_clusters_of`` or ``clear_flags_of``); no statement when there
+        are none, no result read. Only the leaving records are sent: they are few, found through the
+        primary key, where the whole component with the records to keep filtered a scan of the
+        table (1-2 ms per table for a part of 773 records)."""
+        kept = set(keep)
+        gone = [rid for rid in comp if rid not in kept]
+        if gone:
+            await conn.execute(query(name), {"table": self.table, "ids": gone})
+
     async def _write_parts(self, conn: psycopg.AsyncConnection[Any], comp: list[str], parts: list[Part]) -> None:
         """Replace the stored parts (``nearsync.dedup_parts``) of the records ``comp``: a row for each
         member of a part of two or more records; no result is read."""
         rows = [(n, p.part_id, p.level) for p in parts if len(p.nodes) > 1 for n in p.nodes]
-        await conn.execute(query("clear_parts_except"), {"table": self.table, "ids": comp,
-                                                         "keep": [r[0] for r in rows]})
+        await self._clear("clear_parts_of", conn, comp, [r[0] for r in rows])
         if rows:
             await conn.execute(query("upsert_parts"), {"table": self.table, "record_ids": [r[0] for r in rows],
                                                        "part_ids": [r[1] for r in rows],
@@ -897,14 +907,12 @@ class DedupHandler:
         flags that are unchanged are left as they are (no new row versions). A flag whose evidence is
         a stored link (:class:`StoredEvidence`) is sent as the link's pair (and summary prefix), its
         score, reasons and summary copied from the row by the query."""
-        await conn.execute(query("clear_clusters_except"), {"table": self.table, "ids": comp,
-                                                            "keep": [m[0] for m in members]})
+        await self._clear("clear_clusters_of", conn, comp, [m[0] for m in members])
         if members:
             await conn.execute(query("upsert_clusters"), {
                 "table": self.table, "record_ids": [m[0] for m in members],
                 "cluster_ids": [m[1] for m in members], "original_ids": [m[2] for m in members]})
-        await conn.execute(query("clear_flags_except"), {"table": self.table, "ids": comp,
-                                                         "keep": [f[0] for f in flags]})
+        await self._clear("clear_flags_of", conn, comp, [f[0] for f in flags])
         if flags:
             scored = [(None, None, x.score, jsoncodec.dumps(x.reasons), x.summary) if isinstance(x, Link)
                       else (x.link.a, x.link.b, None, None, x.prefix) for *_, x in flags]
