@@ -8,30 +8,44 @@ SELECT pg_advisory_xact_lock(28276, hashtext(%(table)s));
 -- Drop the links of the given records and return the records whose clusters must be rebuilt: the
 -- given ones, their former partners, every member of the clusters any of these belonged to, and
 -- every member of the parts (nearsync.dedup_parts) these or the new partners (partners) were in.
--- The clusters and parts are found first (distinct ids), then their members through the indexes:
--- an OR of the seeds and the partners in one join condition made the planner scan the whole
--- dedup_parts table, and joining every seed's row to its part's members listed a part once per
--- seed in it (20,000 product listings, a part of 773 records: 3.0 ms against 0.56 ms a call; a
--- record in no part: 1.2 ms against 0.19 ms; the scan grows with the table).
+-- Driven from the few seeds whatever the planner's estimates: each seed's cluster and part through
+-- the primary key, each distinct cluster's and part's members through its index (LATERAL
+-- subqueries that OFFSET 0 keeps from being flattened). An OR of the seeds and the partners in one
+-- join condition made the planner scan the whole dedup_parts table, and a part was listed once per
+-- seed in it (20,000 product listings, a part of 773 records: 3.0 ms against ~0.6 ms a call; a
+-- record in no part: 1.2 ms against 0.2 ms; the scan grows with the table); as plain IN joins,
+-- statistics taken while the tables were empty made it scan every part row and join each to its
+-- part (up to 260 ms a call).
 WITH gone AS (
     DELETE FROM nearsync.dedup_links
     WHERE table_name = %(table)s AND (a = ANY(%(ids)b::text[]) OR b = ANY(%(ids)b::text[]))
     RETURNING a, b
 ), seeds AS (
     SELECT unnest(%(ids)b::text[]) AS id UNION SELECT a FROM gone UNION SELECT b FROM gone
+), clusters_in AS MATERIALIZED (
+    SELECT DISTINCT c.cluster_id
+    FROM seeds s CROSS JOIN LATERAL (
+        SELECT c1.cluster_id FROM nearsync.clusters c1
+        WHERE c1.table_name = %(table)s AND c1.record_id = s.id OFFSET 0
+    ) c
+), parts_in AS MATERIALIZED (
+    SELECT DISTINCT p.part_id
+    FROM (SELECT id FROM seeds UNION SELECT unnest(%(partners)b::text[])) s CROSS JOIN LATERAL (
+        SELECT p1.part_id FROM nearsync.dedup_parts p1
+        WHERE p1.table_name = %(table)s AND p1.record_id = s.id OFFSET 0
+    ) p
 )
 SELECT id FROM seeds
 UNION
-SELECT c2.record_id FROM nearsync.clusters c2
-WHERE c2.table_name = %(table)s AND c2.cluster_id IN (
-    SELECT c1.cluster_id FROM nearsync.clusters c1
-    WHERE c1.table_name = %(table)s AND c1.record_id IN (SELECT id FROM seeds))
+SELECT m.record_id FROM clusters_in k CROSS JOIN LATERAL (
+    SELECT c2.record_id FROM nearsync.clusters c2
+    WHERE c2.table_name = %(table)s AND c2.cluster_id = k.cluster_id OFFSET 0
+) m
 UNION
-SELECT p2.record_id FROM nearsync.dedup_parts p2
-WHERE p2.table_name = %(table)s AND p2.part_id IN (
-    SELECT p1.part_id FROM nearsync.dedup_parts p1
-    WHERE p1.table_name = %(table)s
-      AND p1.record_id IN (SELECT id FROM seeds UNION SELECT unnest(%(partners)b::text[])));
+SELECT m.record_id FROM parts_in k CROSS JOIN LATERAL (
+    SELECT p2.record_id FROM nearsync.dedup_parts p2
+    WHERE p2.table_name = %(table)s AND p2.part_id = k.part_id OFFSET 0
+) m;
 
 -- name: insert_links
 INSERT INTO nearsync.dedup_links AS l (table_name, a, b, score, reasons, summary)
