@@ -98,10 +98,10 @@ SELECT (SELECT array_agg(id) FROM nodes) AS ids, array_agg(a) AS a, array_agg(b)
 FROM among;
 
 -- name: clear_clusters_of
--- Remove the cluster rows of the given records (not in a cluster any more): the worker sends only the records of
--- a re-clustered component that left it. Sending the whole component with the records to keep
--- filtered a scan of the table by both arrays (a part of 773 of 20,000 product listings: 1-2 ms
--- per table against ~0.05 ms through the primary key for the few that leave).
+-- Remove the cluster rows of the given records (not in a cluster any more): the worker sends only
+-- the records that left a re-clustered component. Sending the whole component with the records to
+-- keep filtered a scan of the table by both arrays (a part of 773 of 20,000 product listings:
+-- 1-2 ms per table against ~0.05 ms through the primary key for the few that leave).
 DELETE FROM nearsync.clusters
 WHERE table_name = %(table)s AND record_id = ANY(%(ids)b::text[]);
 
