@@ -20,6 +20,7 @@ from daemon.capture.poison import screen
 from daemon.capture.queue import Claimed, Queue, hold_worker_lock, register_worker
 from daemon.config import DaemonSettings, settings_from_mapping
 from daemon.errors import ConfigError
+from daemon.http.metrics import LoopMetrics
 from daemon.ops.migrate import upgrade
 from tests.conftest import make_settings
 from tests.poison_worker import HangingHandler
@@ -111,8 +112,11 @@ async def test_loop_buries_poison_and_handles_a_suspect_alone(queue_db: str) -> 
         c.execute("UPDATE nearsync.index_tracking SET takeovers = 3 WHERE record_id = 'r05'")
     settings = replace(DaemonSettings(), batch_size=12, poll_interval_s=0.2, retry_backoff_s=0.05)
     loop = QueueLoop(queue_db, "dedup", HangingHandler(set()), settings, concurrency=2)
+    metrics = loop.observer = LoopMetrics("dedup")
     async with loop.session():
         await loop.drain()
+    assert metrics.registry.get_sample_value("nearsync_poison_records_total", {"queue": "dedup"}) == 1
+    assert metrics.registry.get_sample_value("nearsync_dead_lettered_total", {"queue": "dedup"}) == 1
     done, dead, queued = _state(queue_db)
     assert queued == 0
     assert set(dead) == {"r05"} and dead["r05"].startswith("PoisonRecord: the worker stopped 3 times")

@@ -116,6 +116,9 @@ class LoopObserver(Protocol):
     def observe_retry(self, error: BaseException) -> None:
         """A whole-batch retry after a transient error."""
 
+    def observe_poison(self, dead: int) -> None:
+        """``dead`` rows dead-lettered as poison records (:mod:`daemon.capture.poison`)."""
+
 
 @dataclass
 class BatchResult:
@@ -510,6 +513,8 @@ class QueueLoop:
         async with conn.transaction():
             dead = await queue.fail(conn, [(c, poison_error(c.takeovers)) for c in poison], at_once=True)
         self.totals["dead"] += len(dead)
+        if self.observer is not None:
+            self.observer.observe_poison(len(dead))
         for c in poison:
             self.log.error("poison record dead-lettered: its worker stopped with it in hand, the last time alone",
                            record_id=c.record_id, table=c.table, takeovers=c.takeovers)

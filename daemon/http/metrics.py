@@ -16,7 +16,8 @@ Metric names (all prefixed ``nearsync_``, Prometheus naming: base units and ``_t
 ``dedup``; (i) the indexing daemon only, (d) the dedup worker only):
 
 * counters: ``changes_claimed_total``, ``changes_indexed_total`` (i), ``changes_deleted_total`` (i),
-  ``changes_stale_total`` (i), ``dead_lettered_total``, ``retried_total{reason}``,
+  ``changes_stale_total`` (i), ``dead_lettered_total``, ``poison_records_total`` (of those, the
+  poison records: see daemon.capture.poison), ``retried_total{reason}``,
   ``backend_errors_total{type,status}``, ``candidate_cap_hits_total`` (d);
 * histograms: ``batch_size_rows``, ``batch_duration_seconds``, ``commit_to_indexed_seconds`` (i),
   ``commit_to_flagged_seconds`` (d), ``candidates_per_record`` (d);
@@ -94,6 +95,8 @@ class LoopMetrics:
         self.stale = Counter("nearsync_changes_stale", "Writes the index refused as older than its version",
                              q, registry=index_r)
         self.dead = Counter("nearsync_dead_lettered", "Rows moved to the dead-letter table", q, registry=r)
+        self.poison = Counter("nearsync_poison_records", "Rows dead-lettered as poison records (their worker "
+                              "stopped max_takeovers times with them in hand)", q, registry=r)
         self.retried = Counter("nearsync_retried", "Retries: whole batches (transient error type) or "
                                "single records (reason=record)", ("queue", "reason"), registry=r)
         self.backend_errors = Counter("nearsync_backend_errors", "Index backend errors by type and status",
@@ -159,6 +162,11 @@ class LoopMetrics:
         hist = self.to_flagged if q == "dedup" else self.to_indexed
         for lag in done_lags_s:
             hist.observe(lag)
+
+    def observe_poison(self, dead: int) -> None:
+        """Record ``dead`` rows dead-lettered as poison records (also counted as dead-lettered)."""
+        self.dead.labels(self.queue).inc(dead)
+        self.poison.labels(self.queue).inc(dead)
 
     def observe_retry(self, error: BaseException) -> None:
         """Record a whole-batch retry after a transient ``error`` (and a backend error if it is one)."""
