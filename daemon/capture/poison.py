@@ -34,9 +34,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from daemon.capture.queue import Claimed
-from daemon.config import MAX_TAKEOVERS
 
-__all__ = ["MAX_TAKEOVERS", "IsolationGate", "Screened", "poison_error", "screen"]
 
 def poison_error(takeovers: int) -> str:
     """The dead-letter error text of a record whose worker stopped ``takeovers`` times with it in

@@ -44,7 +44,7 @@ class Claimed:
         seq: change sequence (the external version). changed_at: when the change was recorded.
         attempts: failures so far.
         takeovers: times a worker stopped (crash, kill, stall watchdog) while holding this change,
-            counted by the claim that took it over (see :mod:`daemon.capture.loop`, "Poison records").
+            counted by the claim that took it over (see :mod:`daemon.capture.poison`).
     """
 
     table: str
@@ -99,8 +99,7 @@ class Queue:
                 if relayed[0]["moved"] and not rows:  # it queued rows but claimed none (see relay_claim)
                     await cur.execute(query("claim"), {"queue": self.name, "worker": self.worker_id, "limit": limit})
                     rows = await cur.fetchall()
-        out = [Claimed(r["table_name"], r["record_id"], r["op"], r["seq"], r["changed_at"], r["attempts"],
-                       r.get("takeovers") or 0) for r in rows]
+        out = [_claimed(r) for r in rows]
         out.sort(key=lambda c: c.seq)
         return out
 
@@ -122,7 +121,7 @@ class Queue:
         Args:
             failed: ``(row, error text)`` pairs (the text is cut at 4,000 characters).
             at_once: dead-letter every row of ``failed`` now, whatever its attempts (a poison
-                record, see :mod:`daemon.capture.loop`).
+                record, see :mod:`daemon.capture.poison`).
         Returns:
             the record ids that were dead-lettered now.
         """
@@ -151,8 +150,7 @@ class Queue:
             await cur.execute(query("claim_row"), {"queue": self.name, "worker": self.worker_id, "table": row.table,
                                                    "record_id": row.record_id, "seq": row.seq})
             r = await cur.fetchone()
-        return None if r is None else Claimed(r["table_name"], r["record_id"], r["op"], r["seq"], r["changed_at"],
-                                              r["attempts"], r["takeovers"])
+        return None if r is None else _claimed(r)
 
     async def release_rows(self, conn: psycopg.AsyncConnection[Any], rows: Iterable[Claimed]) -> None:
         """Give back our claims of ``rows`` (those whose sequence is still the one claimed), so that
@@ -224,6 +222,13 @@ async def hold_worker_lock(conn: psycopg.AsyncConnection[Any], worker_id: int) -
     cur = await conn.execute(query("lock_worker"), {"worker": worker_id})
     row = await cur.fetchone()
     return bool(row and row[0])
+
+
+def _claimed(r: dict[str, Any]) -> Claimed:
+    """A claimed row as ``claim``, ``relay_claim`` and ``claim_row`` return it (``relay_claim`` has no
+    ``takeovers``: its rows were never held)."""
+    return Claimed(r["table_name"], r["record_id"], r["op"], r["seq"], r["changed_at"], r["attempts"],
+                   r.get("takeovers") or 0)
 
 
 def _by_table(items: Iterable[Claimed]) -> dict[str, list[Claimed]]:
