@@ -431,6 +431,14 @@ def link_components(links: Sequence[StoredLink]) -> list[tuple[tuple[str, ...], 
     return sorted(((tuple(sorted(nodes)), own[root]) for root, nodes in uf.components().items()), key=lambda c: c[0])
 
 
+def _bounded_put(memo: dict[Any, Any], key: Any, value: Any, max_size: int) -> None:
+    """``memo[key] = value``, the memo emptied first once it holds ``max_size`` entries (a bound on
+    memory, not a least-recently-used order: what is forgotten is only computed again)."""
+    if len(memo) >= max_size:
+        memo.clear()
+    memo[key] = value
+
+
 @dataclass
 class Tally:
     """Work counted during one :meth:`DedupHandler.process` call: pairs scored (candidates, whether
@@ -534,10 +542,7 @@ class DedupHandler:
         """Keep a pair's score in :attr:`_pair_scores` under ``(a, b, a_version, b_version)``, the
         table cleared first once it holds :data:`PAIR_SCORES_MAX` (a bound on memory, not a
         least-recently-used order: a cleared score is only computed again)."""
-        memo = self._pair_scores
-        if len(memo) >= PAIR_SCORES_MAX:
-            memo.clear()
-        memo[key] = score
+        _bounded_put(self._pair_scores, key, score, PAIR_SCORES_MAX)
 
     async def process(self, conn: psycopg.AsyncConnection[Any], batch: Sequence[Claimed]) -> BatchResult:
         """Score the batch, then rewrite links, clusters and flags around it in one transaction.
@@ -849,10 +854,7 @@ class DedupHandler:
         """Keep one component's clusters and flags in :attr:`_clustered` under ``key``, the table
         cleared first once it holds :data:`CLUSTERED_MAX` (a bound on memory: a forgotten component
         is only clustered again)."""
-        memo = self._clustered
-        if len(memo) >= CLUSTERED_MAX:
-            memo.clear()
-        memo[key] = done
+        _bounded_put(self._clustered, key, done, CLUSTERED_MAX)
 
     async def _walk(self, conn: psycopg.AsyncConnection[Any], start: list[str], min_score: float,
                     limit: int) -> tuple[list[str], list[StoredLink]]:
