@@ -14,7 +14,7 @@ such evidence against (0, or no evidence at all), with the same cap.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from rapidfuzz import fuzz
@@ -288,13 +288,23 @@ _COMPILED: dict[int, tuple[ScoringConfig, tuple[tuple[FieldSpec, Comparator, boo
 
 def _compiled(cfg: ScoringConfig) -> tuple[tuple[FieldSpec, Comparator, bool, bool], ...]:
     """``(spec, comparator, positive-only, negative metric)`` per field of ``cfg``, made once per config."""
-    hit = _COMPILED.get(id(cfg))
+    return _per_config(_COMPILED, cfg, lambda: tuple(
+        (spec, _with_rarity(spec, comparator(spec), cfg), spec.evidence == "positive",
+         spec.metric in _NEGATIVE_METRICS) for spec in cfg.fields))
+
+
+_T = TypeVar("_T")
+
+
+def _per_config(table: dict[int, tuple[ScoringConfig, _T]], cfg: ScoringConfig, build: Callable[[], _T]) -> _T:
+    """What ``build()`` makes for ``cfg``, made once per config and kept in ``table`` under
+    ``id(cfg)`` with the config itself (held, so that its id is not reused); configs are few and
+    long-lived, and the table is emptied past 64 all the same."""
+    hit = table.get(id(cfg))
     if hit is None or hit[0] is not cfg:
-        if len(_COMPILED) > 64:  # configs are few and long-lived; bound the table all the same
-            _COMPILED.clear()
-        hit = _COMPILED[id(cfg)] = (cfg, tuple((spec, _with_rarity(spec, comparator(spec), cfg),
-                                                spec.evidence == "positive", spec.metric in _NEGATIVE_METRICS)
-                                               for spec in cfg.fields))
+        if len(table) > 64:
+            table.clear()
+        hit = table[id(cfg)] = (cfg, build())
     return hit[1]
 
 
@@ -517,22 +527,21 @@ def _stages(cfg: ScoringConfig) -> _Stages:
     pair without the title or any other comparison, on any catalogue whose weights make a conflict
     of the heaviest field alone decisive; where it is not decisive the check costs one product.
     """
-    hit = _STAGES.get(id(cfg))
-    if hit is None or hit[0] is not cfg:
-        if len(_STAGES) > 64:  # configs are few and long-lived; bound the table all the same
-            _STAGES.clear()
-        metrics = [spec.metric for spec in cfg.fields]
-        cheap = tuple(i for i, x in enumerate(metrics) if x not in AGAINST_ONLY_METRICS | _SKETCH_METRICS)
-        sketches = tuple(i for i, x in enumerate(metrics) if x in _SKETCH_METRICS)
-        compiled = _compiled(cfg)
-        leads = [i for i in cheap if not compiled[i][2] and not hasattr(compiled[i][1], "rarity_parts")]
-        lead = None
-        if leads:
-            first = max(leads, key=lambda i: (cfg.fields[i].weight, -i))
-            lead = (first, cfg.fields[first].weight, sum(cfg.fields[i].weight for i in cheap + sketches))
-        stages = (cheap, sketches, tuple(i for i, x in enumerate(metrics) if x in AGAINST_ONLY_METRICS), lead)
-        hit = _STAGES[id(cfg)] = (cfg, stages)
-    return hit[1]
+    return _per_config(_STAGES, cfg, lambda: _build_stages(cfg))
+
+
+def _build_stages(cfg: ScoringConfig) -> _Stages:
+    """:func:`_stages` of ``cfg``, computed."""
+    metrics = [spec.metric for spec in cfg.fields]
+    cheap = tuple(i for i, x in enumerate(metrics) if x not in AGAINST_ONLY_METRICS | _SKETCH_METRICS)
+    sketches = tuple(i for i, x in enumerate(metrics) if x in _SKETCH_METRICS)
+    compiled = _compiled(cfg)
+    leads = [i for i in cheap if not compiled[i][2] and not hasattr(compiled[i][1], "rarity_parts")]
+    lead = None
+    if leads:
+        first = max(leads, key=lambda i: (cfg.fields[i].weight, -i))
+        lead = (first, cfg.fields[first].weight, sum(cfg.fields[i].weight for i in cheap + sketches))
+    return cheap, sketches, tuple(i for i, x in enumerate(metrics) if x in AGAINST_ONLY_METRICS), lead
 
 
 def _weighted(compiled: tuple[tuple[FieldSpec, Comparator, bool, bool], ...], sims: list[Any],
