@@ -11,7 +11,9 @@ took 110–125 ms with the defaults and 62–64 ms with :func:`settle`.
 
 from __future__ import annotations
 
+import contextlib
 import gc
+from collections.abc import Iterator
 
 YOUNG_THRESHOLD = 50_000
 """Allocations (net of frees) between young collections: CPython's default is 700."""
@@ -27,3 +29,19 @@ def settle() -> None:
     gc.freeze()
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(YOUNG_THRESHOLD, older, oldest)
+
+
+@contextlib.contextmanager
+def settled() -> Iterator[None]:
+    """:func:`settle` for the duration of a ``with`` block, for a job run inside a longer-lived
+    process (``nearsync evaluate`` called from the test suite or a notebook): on exit every frozen
+    object is handed back to the collector (``gc.unfreeze``, which has no partial form: what an
+    earlier :func:`settle` froze too) and the thresholds restored, so that what the block froze
+    can still be collected once it is garbage."""
+    before = gc.get_threshold()
+    settle()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)
