@@ -170,10 +170,11 @@ class _Raw:
 async def _run_pipeline(settings: Settings, ds: Dataset, *, progress: bool) -> _Raw:
     """Load, index, then dedup; returns raw results keyed by record key (boxed, see :class:`_Raw`).
 
-    :func:`evaluate` runs it with the garbage collector set as ``nearsync dedup`` sets it once
-    started (:func:`daemon.heap.settled`: the dataset and start-up state frozen, young collections
-    every 50,000 allocations): with CPython's defaults the full collections walked the dataset and
-    every candidate document again and again, ~10% of a 25,000-record run.
+    :func:`evaluate` runs it, and computes its figures, with the garbage collector set as
+    ``nearsync dedup`` sets it once started (:func:`daemon.heap.settled`: the dataset and start-up
+    state frozen, young collections every 50,000 allocations): with CPython's defaults the full
+    collections walked the dataset, every candidate document and the ~800,000 compared pairs again
+    and again.
 
     The dedup worker starts once the load is indexed, so every record is compared with the whole
     table, as a clean single-worker pass is: the figures do not depend on how indexing and
@@ -328,6 +329,7 @@ def effective_settings(settings: Settings) -> dict[str, Any]:
     return {"dedup": dedup, "signatures": json.loads(json.dumps(sig, default=list))}
 
 
+@heap.settled()
 def evaluate(ds: Dataset, *, profile: str = DEFAULT_PROFILE, config: dict[str, Any] | None = None,
              dsn: str | None = None, backend: str = "postgres", out_dir: str | None = None, baselines: bool = True,
              progress: bool = True, index_options: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -345,7 +347,8 @@ def evaluate(ds: Dataset, *, profile: str = DEFAULT_PROFILE, config: dict[str, A
     ARI); ``cross_source`` with a source column; ``baselines``; ``wall_time_s`` (the pipeline, s:
     from the daemons' start to the last flag) and ``phases_s``, the seconds from that start at
     which the daemons were ready (``start_s``), the records loaded (``loaded_s``), indexed
-    (``indexed_s``) and all deduplicated (``drained_s``).
+    (``indexed_s``) and all deduplicated (``drained_s``). The collector is settled for the call
+    (:func:`daemon.heap.settled`; see :func:`_run_pipeline`).
 
     Raises:
         ConfigError: an invalid setting. PgServerError: the throwaway server cannot start.
@@ -367,8 +370,7 @@ def evaluate(ds: Dataset, *, profile: str = DEFAULT_PROFILE, config: dict[str, A
         if custom_fields(ds):
             asyncio.run(_add_columns(dsn, custom_fields(ds)))
             sync_triggers(settings)
-        with heap.settled():
-            raw = asyncio.run(_run_pipeline(settings, ds, progress=progress)).value
+        raw = asyncio.run(_run_pipeline(settings, ds, progress=progress)).value
     finally:
         if server is not None:
             server.stop()
