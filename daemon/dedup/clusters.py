@@ -390,7 +390,12 @@ def _average_link(
     The sum of pair scores between every two linked groups is kept and, when two groups A and B
     merge, updated as sum(A∪B, C) = sum(A, C) + sum(B, C) (the Lance & Williams 1967 update of
     average linkage), instead of re-summing every cross pair of every linked pair of groups at each
-    merge. A pair of groups too large to merge is dropped for good (groups only grow).
+    merge. A pair of groups too large to merge is dropped for good (groups only grow). Each pair of
+    linked groups is judged (its mean against the threshold, then evidence against) once, when it is
+    formed, not again at every merge: its sum, sizes and cross pairs stay the same until one of its
+    groups merges, and a verdict made with the rounding bound of that time stays sound (the bound
+    only grows with the pair scores summed later, none of them in this pair's sum). So a merge costs
+    the pairs of the merged group, not every linked pair of groups of the component.
 
     The chosen merge is exactly the one of summing each candidate's pairs left to right in
     order-key order (the plain definition, and this module's earlier implementation): a mean within
@@ -459,42 +464,39 @@ def _average_link(
             a, b = e
             sums[a][b] = sums[b][a] = w
             worst = _largest(worst, w)
+    # passing[(g, h)] (g earlier): a merge the mean allows and no evidence forbids, as
+    # (low, high, g, h, exact); judged once per pair of groups, when it is new (see the docstring)
+    passing: dict[tuple[Hashable, Hashable], tuple[float, float, Hashable, Hashable, bool]] = {}
+    fresh = [(g, h) for g, around in sums.items() for h in around if keys[g] < keys[h]]
     while True:
-        # every candidate merge: its order (g earlier), its mean and whether that is exact
-        passing: list[tuple[float, float, Hashable, Hashable, bool]] = []  # (low, high, g, h, exact)
         newly_apart: list[tuple[Hashable, Hashable]] = []
-        for g, around in sums.items():
-            ng = len(groups[g])
-            kg = keys[g]
-            for h, s in around.items():
-                if not kg < keys[h]:
+        for g, h in fresh:
+            ng, nh = len(groups[g]), len(groups[h])
+            need = strict_threshold if ng > 1 and nh > 1 else threshold
+            k = ng * nh
+            mean = sums[g][h] / k
+            slack = k * _MEAN_SLACK * worst + _TINY
+            if mean + slack < need:
+                continue
+            if mean - slack >= need:
+                candidate = (mean - slack, mean + slack, g, h, False)
+            else:  # too close to call: decide on the plain sum
+                mean = plain_mean(g, h)
+                if mean < need:
                     continue
-                nh = len(groups[h])
-                need = strict_threshold if ng > 1 and nh > 1 else threshold
-                k = ng * nh
-                mean = s / k
-                slack = k * _MEAN_SLACK * worst + _TINY
-                if mean + slack < need:
-                    continue
-                if mean - slack >= need:
-                    candidate = (mean - slack, mean + slack, g, h, False)
-                else:  # too close to call: decide on the plain sum
-                    mean = plain_mean(g, h)
-                    if mean < need:
-                        continue
-                    candidate = (mean, mean, g, h, True)
-                if kept_apart(g, h):
-                    newly_apart.append((g, h))
-                else:
-                    passing.append(candidate)
+                candidate = (mean, mean, g, h, True)
+            if kept_apart(g, h):
+                newly_apart.append((g, h))
+            else:
+                passing[(g, h)] = candidate
         for g, h in newly_apart:
             blocked.add(frozenset((g, h)))
             sums[g].pop(h, None)
             sums[h].pop(g, None)
         if not passing:
             break
-        floor = max(p[0] for p in passing)
-        contenders = [p for p in passing if p[1] >= floor]
+        floor = max(p[0] for p in passing.values())
+        contenders = [p for p in passing.values() if p[1] >= floor]
         if len(contenders) == 1:
             _, _, ga, gb, _ = contenders[0]
         else:  # the highest plain mean; on a tie the earliest pair (by the groups' order keys)
@@ -529,6 +531,9 @@ def _average_link(
             grown[c] = sums[c][keep] = sa + sb
         groups[keep] = merged
         sums[keep] = grown
+        # only the pairs of the merged group are new; every other verdict holds (its groups are unchanged)
+        passing = {p: v for p, v in passing.items() if keep not in p and gone not in p}
+        fresh = [(keep, c) if keys[keep] < keys[c] else (c, keep) for c in grown]
     return list(groups.values())
 
 
