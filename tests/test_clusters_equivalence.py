@@ -55,7 +55,8 @@ def old_build_clusters(links: Iterable[Link], order_key: Any, *, max_size: int =
 
 def old_average_link_clusters(links: Iterable[Link], order_key: Any,
                               score: Callable[[Hashable, Hashable], float] | None = None, *,
-                              threshold: float, strict_threshold: float, max_size: int = 50) -> list[Cluster]:
+                              threshold: float, strict_threshold: float, max_size: int = 50,
+                              apart: Callable[[Hashable, Hashable], bool] | None = None) -> list[Cluster]:
     key = order_key.__getitem__ if isinstance(order_key, Mapping) else order_key
     edges, uf = _link_graph(links)
     clusters: list[Cluster] = []
@@ -95,6 +96,9 @@ def old_average_link_clusters(links: Iterable[Link], order_key: Any,
                     continue
                 mean = sum(pair(a, b) for a in A for b in B) / (len(A) * len(B))
                 need = strict_threshold if len(A) > 1 and len(B) > 1 else threshold
+                if apart is not None and any(not pair(a, b) >= threshold and apart(*sorted((a, b), key=key))
+                                             for a in A for b in B):
+                    continue  # cannot-link: a cross pair below the threshold with evidence against
                 if mean >= need and (best is None or mean > best[0]):
                     best = (mean, ga, gb)
             if best is None:
@@ -155,8 +159,9 @@ def _run(fn: Callable[..., list[Cluster]], g: dict[str, Any]) -> tuple[list[Clus
     keys = g["keys"]
     order = keys if g["mapping"] else (lambda r: keys[r])
     score, calls = _scorer(g["unlinked"])
+    kw = {"apart": lambda a, b: (a, b) in g["apart"]} if g.get("apart") is not None else {}
     out = fn(list(g["links"]), order, score if g["with_score"] else None, threshold=g["threshold"],
-             strict_threshold=g["strict"], max_size=g["max_size"])
+             strict_threshold=g["strict"], max_size=g["max_size"], **kw)
     return out, calls
 
 
@@ -171,6 +176,10 @@ def _run(fn: Callable[..., list[Cluster]], g: dict[str, Any]) -> tuple[list[Clus
     "unlinked": {("b", "d"): 0.2, ("c", "d"): 0.3}, "threshold": 0.2, "strict": 90.0, "max_size": 50,
     "mapping": False, "with_score": True})
 def test_average_link_matches_the_plain_implementation(g: dict[str, Any]) -> None:
+    _check_against_plain(g)
+
+
+def _check_against_plain(g: dict[str, Any]) -> None:
     new, new_calls = _run(average_link_clusters, g)
     old, old_calls = _run(old_average_link_clusters, g)
     assert new == old
@@ -230,3 +239,26 @@ def test_many_components_and_the_leiden_branch_match(g: dict[str, Any], copies: 
     for size, density in ((h["max_size"], 0.3), (4, 0.6)):
         assert build_clusters(links, order, max_size=size, min_density=density) == \
             old_build_clusters(links, order, max_size=size, min_density=density)
+
+
+@st.composite
+def kept_apart_graphs(draw: st.DrawFn) -> dict[str, Any]:
+    """:func:`graphs` with some pairs having evidence against (``apart``), given in order-key order."""
+    g = draw(graphs())
+    keys = g["keys"]
+    ordered = sorted(keys, key=keys.__getitem__)
+    pairs = [(a, b) for i, a in enumerate(ordered) for b in ordered[i + 1:]]
+    return g | {"apart": set(draw(st.lists(st.sampled_from(pairs), max_size=len(pairs))))}
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(kept_apart_graphs())
+@example({  # a-b merge; c links to b, but a-c (unlinked, 20) is kept apart: {a, b} and c never merge
+    "links": [("a", "b", 95.0), ("b", "c", 90.0)], "keys": {"a": ("a", 0), "b": ("a", 1), "c": ("a", 2)},
+    "unlinked": {("a", "c"): 20.0}, "threshold": 50.0, "strict": 90.0, "max_size": 50, "mapping": True,
+    "with_score": True, "apart": {("a", "c")}})
+def test_average_link_with_evidence_against_matches_the_plain_implementation(g: dict[str, Any]) -> None:
+    # average linkage blocks a pair of groups with a cross pair kept apart as soon as the pair is
+    # formed (before summing it, scoring only what it must); the plain definition checks the
+    # constraint at every merge over all cross pairs: the same clusters, fewer or the same scores
+    _check_against_plain(g)

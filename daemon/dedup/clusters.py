@@ -346,8 +346,8 @@ def average_link_clusters(
         threshold, strict_threshold: the mean score (0-100) a merge needs (see above).
         max_size: largest cluster made (>= 2).
         apart: ``apart(a, b)`` -> True when the pair has evidence against a match (see above),
-            called only for cross pairs below ``threshold`` of a merge that would otherwise happen;
-            None: no such constraint.
+            called only for cross pairs below ``threshold`` of two groups linked to each other, at
+            most once per pair; None: no such constraint.
     Returns:
         Clusters of >= 2 members as :class:`Cluster`, sorted by the original's order key.
     """
@@ -390,20 +390,31 @@ def _average_link(
     The sum of pair scores between every two linked groups is kept and, when two groups A and B
     merge, updated as sum(A∪B, C) = sum(A, C) + sum(B, C) (the Lance & Williams 1967 update of
     average linkage), instead of re-summing every cross pair of every linked pair of groups at each
-    merge. A pair of groups too large to merge is dropped for good (groups only grow).
+    merge. A pair of groups too large to merge is dropped for good (groups only grow). Each pair of
+    linked groups is judged (its mean against the threshold, then evidence against) once, when it is
+    formed, not again at every merge: its sum, sizes and cross pairs stay the same until one of its
+    groups merges, and a verdict made with the rounding bound of that time stays sound (the bound
+    only grows with the pair scores summed later, none of them in this pair's sum). So a merge costs
+    the pairs of the merged group, not every linked pair of groups of the component.
+    (``tests/test_clusters_equivalence.py`` checks all of this against the plain definition.)
 
     The chosen merge is exactly the one of summing each candidate's pairs left to right in
     order-key order (the plain definition, and this module's earlier implementation): a mean within
     :data:`_MEAN_SLACK` of the threshold or of the best mean is summed that way before it decides, so
-    rounding cannot tip a comparison. ``score`` is called, once per pair, for exactly the unlinked
-    pairs that the plain definition weighs: the cross pairs of linked groups that may merge by size.
+    rounding cannot tip a comparison. ``score`` is called, once per pair, for at most the unlinked
+    pairs that the plain definition weighs: the cross pairs of linked groups that may merge by size
+    (without ``apart``, exactly those; with it, not those of groups already known kept apart).
 
     Args:
         nodes: the component's records. edges: its links, ``{frozenset((a, b)): score}``.
         keys: record id -> order key (distinct keys: ``order_key`` ends with the id).
         score, threshold, strict_threshold, max_size, apart: as in :func:`average_link_clusters`. A
             pair of groups found apart is dropped for good, as one too large to merge (groups only
-            grow, and the pair that forbids the merge stays across them).
+            grow, and the pair that forbids the merge stays across them: no later pair of groups
+            holding its two records can merge, so none of them is summed nor scored). A pair of
+            groups formed by a merge is checked for it first, before its unlinked cross pairs are
+            scored for its sum (the scored ones first, then each unscored one as it is scored), so a
+            pair kept apart costs no more scores than the one that keeps it apart.
     Returns:
         The groups (every record in one), members in order-key order.
     """
@@ -427,22 +438,34 @@ def _average_link(
 
     apart_memo: dict[frozenset, bool] = {}
 
-    def kept_apart(g: Hashable, h: Hashable) -> bool:
-        """Whether a cross pair of groups g, h scores below the threshold with evidence against."""
+    def kept_apart(A: list[Hashable], B: list[Hashable]) -> bool:
+        """Whether a cross pair of groups A, B scores below the threshold with evidence against.
+
+        The pairs whose score is known (links, pairs scored already) are looked at first, so a pair
+        of groups that one of them keeps apart costs no new score; the answer does not depend on
+        the order."""
         if apart is None:
             return False
-        for a in groups[g]:
-            for b in groups[h]:
-                if pair(a, b) >= threshold:
-                    continue
+        unknown = []
+        for a in A:
+            for b in B:
                 e = frozenset((a, b))
-                v = apart_memo.get(e)
+                v = edges.get(e)
                 if v is None:
-                    x, y = (a, b) if keys[a] <= keys[b] else (b, a)
-                    v = apart_memo[e] = bool(apart(x, y))
-                if v:
+                    v = cache.get(e)
+                if v is None:
+                    unknown.append((a, b, e))
+                elif not v >= threshold and separated(a, b, e):
                     return True
-        return False
+        return any(not pair(a, b) >= threshold and separated(a, b, e) for a, b, e in unknown)
+
+    def separated(a: Hashable, b: Hashable, e: frozenset) -> bool:
+        """``apart`` of the pair (a, b) (``e`` its frozenset), in order-key order, asked once."""
+        v = apart_memo.get(e)
+        if v is None:
+            x, y = (a, b) if keys[a] <= keys[b] else (b, a)
+            v = apart_memo[e] = bool(apart(x, y))
+        return v
 
     blocked: set[frozenset] = set()  # pairs of groups (by representative) that must not merge
 
@@ -459,42 +482,40 @@ def _average_link(
             a, b = e
             sums[a][b] = sums[b][a] = w
             worst = _largest(worst, w)
+    # passing[(g, h)] (g earlier): a merge the mean allows and no evidence forbids, as
+    # (low, high, g, h, exact); judged once per pair of groups, when it is new (see the docstring)
+    passing: dict[tuple[Hashable, Hashable], tuple[float, float, Hashable, Hashable, bool]] = {}
+    fresh = [(g, h) for g, around in sums.items() for h in around if keys[g] < keys[h]]
+    cleared: set[tuple[Hashable, Hashable]] = set()  # pairs of fresh found not kept apart already
     while True:
-        # every candidate merge: its order (g earlier), its mean and whether that is exact
-        passing: list[tuple[float, float, Hashable, Hashable, bool]] = []  # (low, high, g, h, exact)
         newly_apart: list[tuple[Hashable, Hashable]] = []
-        for g, around in sums.items():
-            ng = len(groups[g])
-            kg = keys[g]
-            for h, s in around.items():
-                if not kg < keys[h]:
+        for g, h in fresh:
+            ng, nh = len(groups[g]), len(groups[h])
+            need = strict_threshold if ng > 1 and nh > 1 else threshold
+            k = ng * nh
+            mean = sums[g][h] / k
+            slack = k * _MEAN_SLACK * worst + _TINY
+            if mean + slack < need:
+                continue
+            if mean - slack >= need:
+                candidate = (mean - slack, mean + slack, g, h, False)
+            else:  # too close to call: decide on the plain sum
+                mean = plain_mean(g, h)
+                if mean < need:
                     continue
-                nh = len(groups[h])
-                need = strict_threshold if ng > 1 and nh > 1 else threshold
-                k = ng * nh
-                mean = s / k
-                slack = k * _MEAN_SLACK * worst + _TINY
-                if mean + slack < need:
-                    continue
-                if mean - slack >= need:
-                    candidate = (mean - slack, mean + slack, g, h, False)
-                else:  # too close to call: decide on the plain sum
-                    mean = plain_mean(g, h)
-                    if mean < need:
-                        continue
-                    candidate = (mean, mean, g, h, True)
-                if kept_apart(g, h):
-                    newly_apart.append((g, h))
-                else:
-                    passing.append(candidate)
+                candidate = (mean, mean, g, h, True)
+            if (g, h) not in cleared and kept_apart(groups[g], groups[h]):
+                newly_apart.append((g, h))
+            else:
+                passing[(g, h)] = candidate
         for g, h in newly_apart:
             blocked.add(frozenset((g, h)))
             sums[g].pop(h, None)
             sums[h].pop(g, None)
         if not passing:
             break
-        floor = max(p[0] for p in passing)
-        contenders = [p for p in passing if p[1] >= floor]
+        floor = max(p[0] for p in passing.values())
+        contenders = [p for p in passing.values() if p[1] >= floor]
         if len(contenders) == 1:
             _, _, ga, gb, _ = contenders[0]
         else:  # the highest plain mean; on a tie the earliest pair (by the groups' order keys)
@@ -519,6 +540,9 @@ def _average_link(
             if frozenset((keep, c)) in blocked or frozenset((gone, c)) in blocked:
                 blocked.add(frozenset((keep, c)))
                 continue
+            if kept_apart(merged, C):  # never one group (see the docstring): no need to sum it
+                blocked.add(frozenset((keep, c)))
+                continue
             # a side without a link to C was never summed: sum it now (its pairs are all unlinked)
             sa = around_a.get(c)
             if sa is None:
@@ -529,6 +553,10 @@ def _average_link(
             grown[c] = sums[c][keep] = sa + sb
         groups[keep] = merged
         sums[keep] = grown
+        # only the pairs of the merged group are new; every other verdict holds (its groups are unchanged)
+        passing = {p: v for p, v in passing.items() if keep not in p and gone not in p}
+        fresh = [(keep, c) if keys[keep] < keys[c] else (c, keep) for c in grown]
+        cleared = set(fresh)  # found not kept apart above
     return list(groups.values())
 
 
