@@ -57,9 +57,10 @@ def model_numbers_from_words(candidates: Iterable[str]) -> list[str]:
     Returns:
         Joined lower-case forms in order of first appearance; at most :data:`MAX_ITEMS`.
     """
-    candidates = list(candidates)
-    try:  # the common case: every piece seen before
-        return _unique(list(chain.from_iterable(map(_piece_models.__getitem__, candidates))))
+    if type(candidates) is not list:
+        candidates = list(candidates)
+    try:  # the common case: every piece seen before (most pieces give none)
+        return list(dict.fromkeys(chain.from_iterable(map(_piece_models.__getitem__, candidates))))[:MAX_ITEMS]
     except KeyError:
         pass
     fill_memo(_piece_models, candidates, _piece_model_numbers, PIECE_CACHE_SIZE)
