@@ -156,6 +156,10 @@ def _json(value: Any) -> str:
 
 
 _BOOLS = (bool, np.bool_)
+_INT64 = "l" if struct.calcsize("l") == 8 else "q"
+"""The ``struct`` code of a native signed 64-bit int: ``long`` where it has 64 bits (Linux, macOS),
+converted by CPython 3.11 about twice as fast as ``long long`` (which goes through a byte-by-byte
+copy); the same bytes and the same range checks."""
 
 
 def int64_bytes(values: Any) -> bytes | None:
@@ -165,8 +169,8 @@ def int64_bytes(values: Any) -> bytes | None:
         return None
     if not values:
         return b""
-    try:  # the common case, Python ints, without numpy's type inference (128 ints: ~3 against ~5 µs)
-        packed = struct.pack(f"{len(values)}q", *values)  # native int64, as numpy's tobytes
+    try:  # the common case, Python ints, without numpy's type inference (128 ints: ~1.5 against ~5 µs)
+        packed = struct.pack(f"{len(values)}{_INT64}", *values)  # native int64, as numpy's tobytes
     except struct.error:
         pass  # floats, text, nested lists, ints past 64 bits: numpy decides below, as it always did
     else:  # struct takes bools as ints; numpy makes a list of bools alone a bool array (refused)
@@ -214,7 +218,8 @@ def encode(doc: IndexDocument) -> EncodedDocument:
         if packed is not None:
             del sig[name]
         arrays.append(packed)
-    hashes = np.fromiter(key_hashes(doc.table, doc.scope, doc.keys), dtype=np.int64).tobytes()
+    distinct = key_hashes(doc.table, doc.scope, doc.keys)
+    hashes = struct.pack(f"{len(distinct)}{_INT64}", *distinct)  # np.fromiter(...).tobytes(), faster
     # Only the fields come from the user's table; scope, keys and signature are our own strings and
     # ints (no floats), so the look for NaN is spent on the fields alone.
     keys = None if keys_of(sig) == doc.keys else _json(doc.keys)
