@@ -65,9 +65,15 @@ def token_hash(token: str, seed: int = 0) -> int:
 
 
 def token_memo(seed: int = 0) -> dict[str, int]:
-    """The memo of :func:`hash_tokens` for ``seed`` (token -> :func:`hash64`), read-only for callers;
-    an empty dict when nothing was hashed with that seed yet. Tokens may be missing (the memo is
-    emptied past :data:`TOKEN_CACHE_SIZE`)."""
+    """The memo of :func:`hash_tokens` for ``seed``, for lookups only (callers must not change it).
+
+    Args:
+        seed: unsigned 64-bit seed.
+    Returns:
+        ``dict[str, int]``: token -> :func:`hash64` of it, in ``[0, 2**64)``; empty when nothing was
+        hashed with that seed yet. Any token may be missing (the memo is emptied past
+        :data:`TOKEN_CACHE_SIZE`): check before relying on it.
+    """
     return _token_cache.get(seed) or {}
 
 
