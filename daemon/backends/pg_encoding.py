@@ -26,7 +26,8 @@ benchmark section has the figures and ``bench/bench_cdc.py`` the throughput).
 from __future__ import annotations
 
 import json
-import math
+from math import isfinite
+import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -65,9 +66,20 @@ def key_hash(prefix: bytes, key: str) -> int:
 
 def key_hashes(table: str, scope: Mapping[str, str], keys: Iterable[str]) -> set[int]:
     """The distinct hashed keys (:func:`key_hash`) of ``keys`` for a document of ``table`` in ``scope``:
-    what ``nearsync.documents.key_hashes`` stores for it and what a candidate lookup asks for."""
+    what ``nearsync.documents.key_hashes`` stores for it and what a candidate lookup asks for.
+
+    :func:`key_hash` written out in the loop (one call less per key; ~30 keys per signed
+    document), filling the set in the order of ``keys`` as before, so it iterates in the same order."""
     prefix = key_prefix(table, scope)
-    return {key_hash(prefix, k) for k in keys}
+    digest = xxhash.xxh64_intdigest
+    out: set[int] = set()
+    for k in keys:
+        h = digest(prefix + k.encode())
+        out.add(h - _TWO_64 if h >= _TWO_63 else h)
+    return out
+
+
+_TWO_63, _TWO_64 = 1 << 63, 1 << 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,15 +118,17 @@ def _check_finite(value: Any, path: str = "") -> None:
     and lists are searched)."""
     t = type(value)
     if t is float:
-        if not math.isfinite(value):
+        if not isfinite(value):
             raise ValueError(f"{path or 'value'}: {value} is not valid JSON")
     elif isinstance(value, dict):
         for k, v in value.items():
-            if type(v) not in _SCALARS:
+            t = type(v)
+            if t not in _SCALARS and (t is not float or not isfinite(v)):  # a finite float: no call
                 _check_finite(v, f"{path}.{k}" if path else str(k))
     elif isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
-            if type(v) not in _SCALARS:
+            t = type(v)
+            if t not in _SCALARS and (t is not float or not isfinite(v)):
                 _check_finite(v, f"{path}[{i}]")
 
 
@@ -141,6 +155,13 @@ def _json(value: Any) -> str:
         return json.dumps(value, allow_nan=False, separators=(",", ":"))
 
 
+_BOOLS = (bool, np.bool_)
+_INT64 = "l" if struct.calcsize("l") == 8 else "q"
+"""The ``struct`` code of a native signed 64-bit int: ``long`` where it has 64 bits (Linux, macOS),
+converted by CPython 3.11 about twice as fast as ``long long`` (which goes through a byte-by-byte
+copy); the same bytes and the same range checks."""
+
+
 def int64_bytes(values: Any) -> bytes | None:
     """``values`` as native int64 bytes, or ``None`` when it is not a list or tuple of signed 64-bit
     ints, as numpy reads it (such a value stays in the signature jsonb)."""
@@ -148,6 +169,14 @@ def int64_bytes(values: Any) -> bytes | None:
         return None
     if not values:
         return b""
+    try:  # the common case, Python ints, without numpy's type inference (128 ints: ~1.5 against ~5 µs)
+        packed = struct.pack(f"{len(values)}{_INT64}", *values)  # native int64, as numpy's tobytes
+    except struct.error:
+        pass  # floats, text, nested lists, ints past 64 bits: numpy decides below, as it always did
+    else:  # struct takes bools as ints; numpy makes a list of bools alone a bool array (refused)
+        if type(values[0]) not in _BOOLS or not all(type(v) in _BOOLS for v in values):
+            return packed
+        return None
     try:
         arr = np.array(values)
     except (OverflowError, ValueError):
@@ -189,7 +218,8 @@ def encode(doc: IndexDocument) -> EncodedDocument:
         if packed is not None:
             del sig[name]
         arrays.append(packed)
-    hashes = np.fromiter(key_hashes(doc.table, doc.scope, doc.keys), dtype=np.int64).tobytes()
+    distinct = key_hashes(doc.table, doc.scope, doc.keys)
+    hashes = struct.pack(f"{len(distinct)}{_INT64}", *distinct)  # np.fromiter(...).tobytes(), faster
     # Only the fields come from the user's table; scope, keys and signature are our own strings and
     # ints (no floats), so the look for NaN is spent on the fields alone.
     keys = None if keys_of(sig) == doc.keys else _json(doc.keys)

@@ -18,11 +18,8 @@ _xxh3_hex = xxhash.xxh3_64_hexdigest
 
 def _utf8(text: str) -> bytes:
     """``text`` as UTF-8; lone surrogates (which UTF-8 cannot hold) with ``surrogatepass``, so
-    nothing raises."""
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogatepass")
+    nothing raises. (``surrogatepass`` changes nothing for a text without them: one call for both.)"""
+    return text.encode("utf-8", "surrogatepass")
 
 
 def hash64(text: str, seed: int = 0) -> int:
@@ -67,6 +64,19 @@ def token_hash(token: str, seed: int = 0) -> int:
     return hash64(token, seed)
 
 
+def token_memo(seed: int = 0) -> dict[str, int]:
+    """The memo of :func:`hash_tokens` for ``seed``, for lookups only (callers must not change it).
+
+    Args:
+        seed: unsigned 64-bit seed.
+    Returns:
+        ``dict[str, int]``: token -> :func:`hash64` of it, in ``[0, 2**64)``; empty when nothing was
+        hashed with that seed yet. Any token may be missing (the memo is emptied past
+        :data:`TOKEN_CACHE_SIZE`): check before relying on it.
+    """
+    return _token_cache.get(seed) or {}
+
+
 TOKEN_CACHE_SIZE = 200_000
 """Distinct tokens whose hash is memoised per seed (the cache is emptied when it grows past this)."""
 _token_cache: dict[int, dict[str, int]] = {}
@@ -75,18 +85,26 @@ _token_cache: dict[int, dict[str, int]] = {}
 def hash_tokens(items: list[str], seed: int = 0) -> np.ndarray:
     """Hash each string of ``items`` with :func:`hash64` (memoised: ad vocabularies repeat a lot).
 
+    The common case, every token in the memo, is one C-level pass (``np.fromiter`` over the memo
+    lookups, about twice as fast as a list of ints made into an array); a missing token sends the
+    call through the memo's fill first.
+
     Returns:
         ``np.ndarray`` of dtype uint64 and shape ``(len(items),)``.
     """
     cache = _token_cache.get(seed)
     if cache is None:
         cache = _token_cache.setdefault(seed, {})
+    try:
+        return np.fromiter(map(cache.__getitem__, items), dtype=np.uint64, count=len(items))
+    except KeyError:
+        pass
     for t in [t for t in items if t not in cache]:
         cache[t] = hash64(t, seed)
-    values = [cache[t] for t in items]
+    values = np.fromiter(map(cache.__getitem__, items), dtype=np.uint64, count=len(items))
     if len(cache) > TOKEN_CACHE_SIZE:
         cache.clear()
-    return np.array(values, dtype=np.uint64)
+    return values
 
 
 def hex16(data: bytes, seed: int = 0) -> str:

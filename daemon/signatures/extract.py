@@ -18,6 +18,9 @@ _EMAIL = re.compile(r"[a-z0-9][a-z0-9._%+\-]{0,63}@[a-z0-9](?:[a-z0-9\-]{0,62}[a
 _PHONE = re.compile(r"(?<![\w.])\+?\(?\d[\d\s().\-]{6,24}\d(?![\w])")
 # Cheap pre-check: 8 digits with at most two separators between consecutive digits.
 _PHONE_GATE = re.compile(r"\d(?:[\s().\-]{0,2}\d){7}")
+# The same on ASCII text, where \d is [0-9] and \s these characters: classes matched by table
+# lookups rather than a Unicode digit / space test per character (~2x faster on ad text).
+_PHONE_GATE_ASCII = re.compile(r"[0-9](?:[\t\n\x0b\x0c\r\x1c-\x1f ().\-]{0,2}[0-9]){7}")
 _JOIN = re.compile(r"[-./]")
 # "40in", "16gb", "1080p", "2nd": a number with a unit or ordinal suffix is a quantity, not a model.
 _QUANTITY = re.compile(r"\d+[a-z]{1,3}")
@@ -57,9 +60,10 @@ def model_numbers_from_words(candidates: Iterable[str]) -> list[str]:
     Returns:
         Joined lower-case forms in order of first appearance; at most :data:`MAX_ITEMS`.
     """
-    candidates = list(candidates)
-    try:  # the common case: every piece seen before
-        return _unique(list(chain.from_iterable(map(_piece_models.__getitem__, candidates))))
+    if type(candidates) is not list:
+        candidates = list(candidates)
+    try:  # the common case: every piece seen before (most pieces give none)
+        return list(dict.fromkeys(chain.from_iterable(map(_piece_models.__getitem__, candidates))))[:MAX_ITEMS]
     except KeyError:
         pass
     fill_memo(_piece_models, candidates, _piece_model_numbers, PIECE_CACHE_SIZE)
@@ -89,7 +93,7 @@ def phone_numbers(normalised: str) -> list[str]:
     Returns:
         Digits only (``"+33 6 12-34-56-78"`` → ``"33612345678"``); at most :data:`MAX_ITEMS`.
     """
-    if not _PHONE_GATE.search(normalised):
+    if not (_PHONE_GATE_ASCII if normalised.isascii() else _PHONE_GATE).search(normalised):
         return []
     out: list[str] = []
     for m in _PHONE.findall(normalised):

@@ -119,12 +119,7 @@ def band_keys_many(signatures: np.ndarray, bands: int, rows: int, seed: int = 0)
     step = 8 * rows
     prefixes = [f"b{i}:" for i in range(bands)]
     hexdigest = xxhash.xxh3_64_hexdigest
-    out: list[list[str]] = []
-    pos = 0
-    for _ in range(signatures.shape[0]):
-        keys = []
-        for prefix in prefixes:
-            keys.append(prefix + hexdigest(data[pos : pos + step], seed))
-            pos += step
-        out.append(keys)
-    return out
+    starts = [i * step for i in range(bands)]  # of each band within a record's bytes
+    width = step * bands
+    return [[prefix + hexdigest(data[base + start : base + start + step], seed) for prefix, start in zip(prefixes, starts)]
+            for base in range(0, width * signatures.shape[0], width)]

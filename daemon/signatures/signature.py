@@ -310,6 +310,27 @@ def record_text(fields: Mapping[str, Any], p: SignatureParams) -> RecordText:
     return RecordText(title_norm, body_norm, title_words, body_words, title_toks, body_sent_toks, title_toks + body_toks)
 
 
+LABEL_MEMO_CHARS = 64
+"""Category and user values up to this length have their :func:`normalise_text` memoised: a site has
+few categories and its users post many ads, so the same short values come back in every batch;
+longer values (free text put in those fields) are normalised each time."""
+LABEL_MEMO_SIZE = 65_536
+"""Memoised category / user values (the memo is emptied past this size; ≤ 64 chars each)."""
+_labels: dict[str, str] = {}
+
+
+def _normalised_label(raw: str) -> str:
+    """:func:`normalise_text` of a category or user value, memoised (:data:`LABEL_MEMO_CHARS`)."""
+    value = _labels.get(raw)
+    if value is None:
+        value = normalise_text(raw)
+        if len(raw) <= LABEL_MEMO_CHARS:
+            if len(_labels) >= LABEL_MEMO_SIZE:
+                _labels.clear()
+            _labels[raw] = value
+    return value
+
+
 def assemble_signature(fields: Mapping[str, Any], text: RecordText, p: SignatureParams, *, simhash: int,
                        minhash: tuple[int, ...], bottomk: list[int], bands: list[str], blocks: list[str]) -> Signature:
     """The :class:`Signature` of one record from its text and its sketches: adds the entities
@@ -336,7 +357,7 @@ def assemble_signature(fields: Mapping[str, Any], text: RecordText, p: Signature
         "model": models,
     }
     for role in ("category", "user"):
-        value = normalise_text(_text_field(fields, role)[: p.max_title_chars])
+        value = _normalised_label(_text_field(fields, role)[: p.max_title_chars])
         components[role] = [value] if value else []
     supers = super_tokens(p.super_rules, components, p.super_max_per_rule, seed) + identity_keys(text.title_toks, models, seed)
     if p.super_title_pairs:

@@ -35,14 +35,26 @@ from __future__ import annotations
 from itertools import product
 from typing import Mapping, Sequence
 
-from ._hashing import hash64_hex, token_hash
+import xxhash
+
+from ._hashing import hash64_hex, token_hash, token_memo
 
 _SEP = "\x1f"
+_hex = xxhash.xxh3_64_hexdigest
+"""XXH3-64 hex of bytes: :func:`hash64_hex` written out in the loops below (``hash64_hex(text, seed)``
+is ``_hex(text.encode("utf-8", "surrogatepass"), seed)``), two Python calls less per key."""
 
 
 def title_sample(title_tokens: Sequence[str], count: int, seed: int = 0) -> list[str]:
-    """The ``count`` distinct tokens with the smallest ``hash64(token, seed)``, in hash order."""
+    """The ``count`` distinct tokens with the smallest ``hash64(token, seed)``, in hash order.
+
+    The hashes are read from :func:`~daemon.signatures._hashing.hash_tokens`' memo (where a
+    record's tokens were hashed moments before) with one C-level key function when all are there,
+    else computed (:func:`token_hash`)."""
     distinct = set(title_tokens)
+    memo = token_memo(seed)
+    if memo.keys() >= distinct:
+        return sorted(distinct, key=memo.__getitem__)[:count]
     return sorted(distinct, key=lambda t: token_hash(t, seed))[:count]
 
 
@@ -102,10 +114,7 @@ def super_tokens(
             continue
         lists = [components[name] for name in kept]
         tag = str(index) if len(kept) == len(rule) else f"{index}-{'+'.join(kept)}"
-        keys = {
-            hash64_hex(_SEP.join((tag, *combo)), seed)
-            for combo in product(*lists)
-        }
+        keys = {_hex(_SEP.join((tag, *combo)).encode("utf-8", "surrogatepass"), seed) for combo in product(*lists)}
         out.extend(f"t:{index}:{h}" for h in sorted(keys)[:max_per_rule])
     return out
 
@@ -126,5 +135,6 @@ def identity_keys(title_tokens: Sequence[str], models: Sequence[str], seed: int 
     distinct = sorted(set(title_tokens))
     if distinct:
         out.append("k:t:" + hash64_hex(_SEP.join(("title", *distinct)), seed))
-    out.extend("k:m:" + hash64_hex(_SEP.join(("model", m)), seed) for m in dict.fromkeys(models))
+    for m in dict.fromkeys(models):
+        out.append("k:m:" + _hex(f"model{_SEP}{m}".encode("utf-8", "surrogatepass"), seed))
     return out
