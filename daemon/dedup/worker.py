@@ -52,7 +52,7 @@ from daemon.dedup.settings import DedupOptions
 from daemon.logs import get_logger
 from daemon.capture.loop import BatchResult
 from daemon.db.queries import query
-from daemon.scoring import PairScore, Side, decide, evidence_against, score_sides, score_sides_at_least
+from daemon.scoring import PairScore, Side, decide, evidence_against, pair_scorer, score_sides
 from daemon.capture.queue import Claimed
 
 log = get_logger("nearsync.dedup")
@@ -135,7 +135,7 @@ _ScoredPair = TypeVar("_ScoredPair", Link, StoredLink)
 """A link with its ends ``a``, ``b`` and its ``score``, scored now or read back."""
 
 
-@dataclass
+@dataclass(slots=True)
 class ScoredCandidate:
     """One candidate of a document, scored in canonical order (``a`` before ``b``).
 
@@ -352,23 +352,27 @@ def score_found(record_id: str | None, doc: IndexDocument, cands: Sequence[Candi
     out: list[ScoredCandidate] = []
     reused = 0
     own_key = record_id_key(record_id or "")  # canonical()'s look-up for the record, made once
+    score = pair_scorer(cfg, floor)  # the config's comparators and stages, looked up once per record
+    own = side_of(doc)
     for cand in cands[:cap]:  # same-source ones were left out by the lookup
         if record_id is None:
             a, b = cand.record_id, ""
             da, db = cand.document, doc
+            sa, sb = side_of(da), own
         else:
             if own_key <= record_id_key(cand.record_id):
                 a, b, da, db = record_id, cand.record_id, doc, cand.document
+                sa, sb = own, side_of(db)
             else:
                 a, b, da, db = cand.record_id, record_id, cand.document, doc
+                sa, sb = side_of(da), own
             if known is not None:
-                score = known((a, b, da.version, db.version))
-                if score is not None and decide(score, cfg) is None:
-                    out.append(ScoredCandidate(cand, a, b, PairScore(score), None))
+                value = known((a, b, da.version, db.version))
+                if value is not None and decide(value, cfg) is None:
+                    out.append(ScoredCandidate(cand, a, b, PairScore(value), None))
                     reused += 1
                     continue
-        sa, sb = side_of(da), side_of(db)
-        ps = score_sides(sa, sb, cfg) if floor is None else score_sides_at_least(sa, sb, cfg, floor)
+        ps = score(sa, sb)
         out.append(ScoredCandidate(cand, a, b, ps, decide(ps.score, cfg) if ps is not None else None))
     return ScoredCandidates(out, capped, exhaustive, reused)
 

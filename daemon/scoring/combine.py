@@ -186,18 +186,26 @@ def comparator(spec: FieldSpec) -> Comparator:
         if not p["title_first"]:
             return exact
 
-        memo: dict[tuple[m.TitleCodes, m.TitleCodes], float | None] = {}
+        # a's profile -> b's profile -> similarity: nested, so that a look-up allocates no key
+        memo: dict[m.TitleCodes, dict[m.TitleCodes, float | None]] = {}
+        held = [0]  # similarities in ``memo``
+        profile = Side.title_code_profile
 
         def title_first(a: Side, b: Side) -> float | None:
-            pa, pb = a.title_code_profile(name, min_len), b.title_code_profile(name, min_len)
+            pa, pb = profile(a, name, min_len), profile(b, name, min_len)
             if not (pa.codes and pb.codes):
                 return exact(a, b)
-            key = (pa, pb)
-            sim = memo.get(key, _UNKNOWN)
+            row = memo.get(pa)
+            if row is None:
+                row = memo[pa] = {}
+            sim = row.get(pb, _UNKNOWN)
             if sim is _UNKNOWN:
-                if len(memo) >= TITLE_FIRST_MEMO:
+                if held[0] >= TITLE_FIRST_MEMO:
                     memo.clear()
-                sim = memo[key] = by_codes(a, b, pa, pb)
+                    held[0] = 0
+                    row = memo[pa] = {}
+                sim = row[pb] = by_codes(a, b, pa, pb)
+                held[0] += 1
             return sim  # type: ignore[return-value]
 
         def by_codes(a: Side, b: Side, pa: m.TitleCodes, pb: m.TitleCodes) -> float | None:
@@ -408,8 +416,7 @@ def score_sides(a: Side, b: Side, cfg: ScoringConfig) -> PairScore:
     """:func:`score_pair` of two prepared records (:class:`~daemon.scoring.side.Side`): the dedup
     worker keeps one per document, so a record's derived values are computed once for all its
     pairs. Same arguments' meaning and result as :func:`score_pair`."""
-    compiled = _compiled(cfg)
-    return _pair_score(compiled, [compare(a, b) for _, compare, _, _ in compiled], cfg, a, b)
+    return pair_scorer(cfg)(a, b)  # type: ignore[return-value]  # never None without a floor
 
 
 AGAINST_ONLY_METRICS = frozenset({"numbers", "colours", "variants", "price_gap"})
@@ -459,46 +466,90 @@ def score_sides_at_least(a: Side, b: Side, cfg: ScoringConfig, floor: float) -> 
         The :class:`PairScore`, or None when the pair scores below ``floor`` (then some fields were
         not compared and no score is known).
     """
+    return pair_scorer(cfg, floor)(a, b)
+
+
+PairScorer = Callable[[Side, Side], "PairScore | None"]
+"""``(a, b) -> PairScore`` (or None below a floor) of two prepared records under one configuration."""
+
+_SCORERS: dict[int, tuple[ScoringConfig, dict[float | None, PairScorer]]] = {}
+"""``id(cfg)`` -> (cfg, floor -> its :func:`pair_scorer`); the cfg is held so that its id is not reused."""
+
+
+def pair_scorer(cfg: ScoringConfig, floor: float | None = None) -> PairScorer:
+    """The scorer of pairs under ``cfg``: :func:`score_sides` (``floor`` None) or
+    :func:`score_sides_at_least` with ``floor`` (score 0-100), as one function with the config's
+    comparators, stages and limits looked up once (made once per config and floor, and kept), so
+    that a caller scoring many pairs (the dedup worker: ~50 per record) pays for none of it per pair.
+
+    Returns:
+        ``scorer(a, b)`` -> :class:`PairScore`, or None for a pair shown to score below ``floor``;
+        the same result as the function it stands for, bit for bit.
+    """
+    per_floor = _per_config(_SCORERS, cfg, dict)
+    scorer = per_floor.get(floor)
+    if scorer is None:
+        if len(per_floor) > 64:  # floors are few (the potential threshold); a bound all the same
+            per_floor.clear()
+        scorer = per_floor[floor] = _build_scorer(cfg, floor)
+    return scorer
+
+
+def _build_scorer(cfg: ScoringConfig, floor: float | None) -> PairScorer:
+    """:func:`pair_scorer` of ``cfg`` and ``floor``, made (see :func:`score_sides_at_least` for the
+    stages it compares the fields in)."""
     compiled = _compiled(cfg)
+    comparators = tuple(compare for _, compare, _, _ in compiled)
+    if floor is None:
+        def full(a: Side, b: Side) -> PairScore:
+            return _pair_score(compiled, [compare(a, b) for compare in comparators], cfg, a, b)
+        return full
     cheap, sketches, against, lead = _stages(cfg)
-    sims: list[Any] = [None] * len(compiled)
-    deferred: list[tuple[int, Any, float | None]] = []
+    n = len(compiled)
     limit = floor - _FLOOR_MARGIN
-    if lead is not None:  # the heaviest field alone, every other one that can raise the score at 1
-        first, weight, total = lead
-        sim = sims[first] = compiled[first][1](a, b)
-        if sim is not None and 100.0 * (total - weight * (1.0 - min(1.0, max(0.0, float(sim))))) / total < (
-                limit - _LEAD_SLACK):
-            return None
-    for i in cheap:
-        if lead is not None and i == lead[0]:
-            continue
-        parts = getattr(compiled[i][1], "rarity_parts", None)
-        if parts is None:
-            sims[i] = compiled[i][1](a, b)
-        else:  # the title with token rarity: the rarity-weighted overlap only if the pair can still pass
-            plain, finish, share = parts
-            own = plain(a, b)
-            deferred.append((i, finish, own))
-            sims[i] = _rarity_bound(own, share)
-    if sketches or deferred:
-        for i in sketches:
-            sims[i] = 1.0
-        if _weighted(compiled, sims)[0] < limit:
-            return None
-        for i, finish, own in deferred:
-            sims[i] = finish(own, a, b)
-    if sketches:
-        if deferred and _weighted(compiled, sims)[0] < limit:
-            return None
-        for i in sketches:
-            sims[i] = compiled[i][1](a, b)
-    if against:
-        if _weighted(compiled, sims)[0] < limit:
-            return None
-        for i in against:
-            sims[i] = compiled[i][1](a, b)
-    return _pair_score(compiled, sims, cfg, a, b)
+    first, weight, total = lead if lead is not None else (-1, 0.0, 1.0)
+    lead_compare = comparators[first] if lead is not None else None
+    lead_limit = limit - _LEAD_SLACK
+    # (index, comparator, its rarity parts or None) of the fields compared after the lead one
+    rest = tuple((i, comparators[i], getattr(comparators[i], "rarity_parts", None)) for i in cheap if i != first)
+    sketch_fields = tuple((i, comparators[i]) for i in sketches)
+    against_fields = tuple((i, comparators[i]) for i in against)
+
+    def at_least(a: Side, b: Side) -> PairScore | None:
+        sims: list[Any] = [None] * n
+        if lead_compare is not None:  # the heaviest field alone, every other one that can raise the score at 1
+            sim = sims[first] = lead_compare(a, b)
+            if sim is not None and 100.0 * (total - weight * (1.0 - min(1.0, max(0.0, float(sim))))) / total < (
+                    lead_limit):
+                return None
+        deferred: list[tuple[int, Any, float | None]] = []
+        for i, compare, parts in rest:
+            if parts is None:
+                sims[i] = compare(a, b)
+            else:  # the title with token rarity: the rarity-weighted overlap only if the pair can still pass
+                plain, finish, share = parts
+                own = plain(a, b)
+                deferred.append((i, finish, own))
+                sims[i] = _rarity_bound(own, share)
+        if sketch_fields or deferred:
+            for i, _ in sketch_fields:
+                sims[i] = 1.0
+            if _bound(compiled, sims) < limit:
+                return None
+            for i, finish, own in deferred:
+                sims[i] = finish(own, a, b)
+        if sketch_fields:
+            if deferred and _bound(compiled, sims) < limit:
+                return None
+            for i, compare in sketch_fields:
+                sims[i] = compare(a, b)
+        if against_fields:
+            if _bound(compiled, sims) < limit:
+                return None
+            for i, compare in against_fields:
+                sims[i] = compare(a, b)
+        return _pair_score(compiled, sims, cfg, a, b)
+    return at_least
 
 
 _Stages = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], "tuple[int, float, float] | None"]
@@ -545,24 +596,27 @@ def _build_stages(cfg: ScoringConfig) -> _Stages:
 
 
 def _weighted(compiled: tuple[tuple[FieldSpec, Comparator, bool, bool], ...], sims: list[Any],
-              ) -> tuple[float, list[tuple[FieldSpec, float, bool]], bool]:
+              explain: bool = True) -> tuple[float, list[tuple[FieldSpec, float, bool]], bool]:
     """The weighted mean of a pair's field similarities (``sims``: one per field of ``compiled``,
     None for a field without evidence), as :func:`score_pair` defines it: ``(score 0-100, not
     rounded nor capped; entries (spec, similarity, counted) in field order; whether a negative
-    metric compared at 0)``."""
+    metric compared at 0)``. With ``explain`` False the entries are not made (an empty list comes
+    back): the score alone, for the bounds of :func:`score_sides_at_least` (:func:`_bound`)."""
     entries: list[tuple[FieldSpec, float, bool]] = []
     total_w = acc = 0.0
     negative = False
-    positive_only: list[tuple[float, int]] = []
+    positive_only: list[tuple[float, float, int]] = []
     for (spec, _, positive, negative_metric), sim in zip(compiled, sims):
         if sim is None:
             continue
         sim = min(1.0, max(0.0, float(sim)))
         if positive:
-            positive_only.append((sim, len(entries)))
-            entries.append((spec, sim, True))
+            positive_only.append((sim, spec.weight, len(entries)))
+            if explain:
+                entries.append((spec, sim, True))
             continue
-        entries.append((spec, sim, True))
+        if explain:
+            entries.append((spec, sim, True))
         total_w += spec.weight
         acc += spec.weight * sim
         if sim == 0.0 and negative_metric:
@@ -571,15 +625,25 @@ def _weighted(compiled: tuple[tuple[FieldSpec, Comparator, bool, bool], ...], si
     # monotone in every similarity and never lowered by such a field); the others are listed as
     # compared but not counted.
     if positive_only:
-        positive_only.sort(key=lambda t: -t[0])
-        for sim, i in positive_only:
-            spec = entries[i][0]
+        positive_only.sort(key=_minus_first)
+        for sim, weight, i in positive_only:
             if total_w and sim * total_w <= acc:
-                entries[i] = (spec, sim, False)
+                if explain:
+                    entries[i] = (entries[i][0], sim, False)
                 continue
-            total_w += spec.weight
-            acc += spec.weight * sim
+            total_w += weight
+            acc += weight * sim
     return (100.0 * acc / total_w if total_w else 0.0), entries, negative
+
+
+def _minus_first(t: tuple[float, float, int]) -> float:
+    """Sort key of :func:`_weighted`'s positive-only fields: the most similar first."""
+    return -t[0]
+
+
+def _bound(compiled: tuple[tuple[FieldSpec, Comparator, bool, bool], ...], sims: list[Any]) -> float:
+    """The score alone (0-100, not rounded nor capped) of :func:`_weighted`, the same float."""
+    return _weighted(compiled, sims, False)[0]
 
 
 def _pair_score(compiled: tuple[tuple[FieldSpec, Comparator, bool, bool], ...], sims: list[Any],

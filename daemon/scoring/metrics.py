@@ -397,6 +397,7 @@ def _canonical_number(text: str) -> str:
 
 
 _DIGIT_CODE = re.compile(r"\d{5,12}")
+_CODE_SEPARATORS = re.compile(r"[-./]")
 
 
 @lru_cache(maxsize=65_536)
@@ -407,7 +408,7 @@ def title_models(title: str) -> frozenset[str]:
     norm = normalise_text(title)
     codes = set(model_numbers(norm))
     for w in words(norm):
-        joined = re.sub(r"[-./]", "", w)
+        joined = _CODE_SEPARATORS.sub("", w)
         if _DIGIT_CODE.fullmatch(joined):
             codes.add(joined)
     return frozenset(codes)
