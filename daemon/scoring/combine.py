@@ -24,7 +24,7 @@ from daemon.scoring import metrics as m
 from daemon.scoring import numbers as num
 from daemon.scoring import rarity
 from daemon.scoring.config import FieldSpec, ScoringConfig
-from daemon.scoring.side import Side
+from daemon.scoring.side import Side, profile_key
 
 _NEGATIVE_METRICS = ("exact", "numbers", "colours", "variants", "price_gap")
 """Metrics whose 0 is evidence against a match: with ``strong_negative_cap`` it forbids auto-rejection."""
@@ -189,10 +189,10 @@ def comparator(spec: FieldSpec) -> Comparator:
         # a's profile -> b's profile -> similarity: nested, so that a look-up allocates no key
         memo: dict[m.TitleCodes, dict[m.TitleCodes, float | None]] = {}
         held = [0]  # similarities in ``memo``
-        profile = Side.title_code_profile
+        profile, key = Side.title_code_profile, profile_key(name, min_len)
 
         def title_first(a: Side, b: Side) -> float | None:
-            pa, pb = profile(a, name, min_len), profile(b, name, min_len)
+            pa, pb = a.known(key) or profile(a, name, min_len), b.known(key) or profile(b, name, min_len)
             if not (pa.codes and pb.codes):
                 return exact(a, b)
             row = memo.get(pa)
@@ -515,12 +515,22 @@ def _build_scorer(cfg: ScoringConfig, floor: float | None) -> PairScorer:
     sketch_fields = tuple((i, comparators[i]) for i in sketches)
     against_fields = tuple((i, comparators[i]) for i in against)
 
+    decisive: dict[Any, bool] = {}  # lead similarity -> whether it drops the pair (a few distinct values)
+
+    def lead_drops(sim: Any) -> bool:
+        drops = decisive.get(sim)
+        if drops is None:
+            drops = decisive[sim] = 100.0 * (total - weight * (1.0 - min(1.0, max(0.0, float(sim))))) / total < (
+                lead_limit)
+            if len(decisive) > 4096:  # similarities are few (0, 1, a partial match's); a bound all the same
+                decisive.clear()
+        return drops
+
     def at_least(a: Side, b: Side) -> PairScore | None:
         sims: list[Any] = [None] * n
         if lead_compare is not None:  # the heaviest field alone, every other one that can raise the score at 1
             sim = sims[first] = lead_compare(a, b)
-            if sim is not None and 100.0 * (total - weight * (1.0 - min(1.0, max(0.0, float(sim))))) / total < (
-                    lead_limit):
+            if sim is not None and (decisive.get(sim) or lead_drops(sim)):
                 return None
         deferred: list[tuple[int, Any, float | None]] = []
         for i, compare, parts in rest:

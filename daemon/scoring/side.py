@@ -26,6 +26,13 @@ from daemon.signatures import MINHASH_EMPTY
 _MISSING = object()
 
 
+def profile_key(name: str, min_len: int) -> tuple[str, str, int]:
+    """The key under which :meth:`Side.title_code_profile` keeps its value: a caller that reads it
+    pair after pair (:func:`daemon.scoring.combine.comparator`) makes it once and looks it up with
+    :meth:`Side.known`."""
+    return ("title_code_profile", name, min_len)
+
+
 class Side:
     """One record's scoring inputs, derived lazily and memoised (pure; no I/O).
 
@@ -45,6 +52,10 @@ class Side:
         self.fields = fields
         self.sig = sig
         self._memo: dict[Any, Any] = {}
+
+    def known(self, key: Any) -> Any:
+        """The value kept under ``key`` (see :func:`profile_key`), or None when not computed yet."""
+        return self._memo.get(key)
 
     def text(self, name: str) -> str | None:
         """``fields[name]`` normalised as the text metrics compare it (rapidfuzz ``default_process``),
@@ -127,7 +138,7 @@ class Side:
         """:meth:`title_codes` with the normalised model numbers of field ``name``
         (:meth:`identifier_set`), prepared for :func:`~daemon.scoring.metrics.title_codes_verdict`
         (:func:`~daemon.scoring.metrics.title_code_profile`: shared by records with the same ones)."""
-        key = ("title_code_profile", name, min_len)
+        key = profile_key(name, min_len)
         v = self._memo.get(key)
         if v is None:
             v = self._memo[key] = m.title_code_profile(self.title_codes(), self.identifier_set(name), min_len)
