@@ -525,13 +525,17 @@ def test_a_pair_known_below_the_threshold_takes_its_known_score_and_is_not_score
     below = sum(x.flag is None for x in plain.scored)
     assert 0 < below < len(cands)  # both kinds of pair are in the test
     calls = []
-    real = dedup_worker.score_sides
+    real = dedup_worker.pair_scorer
 
-    def counting(a: Any, b: Any, cfg: Any) -> Any:
-        calls.append(1)
-        return real(a, b, cfg)
+    def counting(cfg: Any, floor: Any = None) -> Any:
+        score = real(cfg, floor)
 
-    monkeypatch.setattr(dedup_worker, "score_sides", counting)
+        def counted(a: Any, b: Any) -> Any:
+            calls.append(1)
+            return score(a, b)
+        return counted
+
+    monkeypatch.setattr(dedup_worker, "pair_scorer", counting)
     memo = dedup_worker.score_found(me.record_id, me, cands, options, known=scores.get)
     assert [(x.a, x.b, x.score.score, x.flag) for x in memo.scored] == \
         [(x.a, x.b, x.score.score, x.flag) for x in plain.scored]

@@ -95,7 +95,8 @@ class FrequencyCounter:
 
 
 class Rarity:
-    """One document-frequency snapshot of a table's title words, ready for scoring (immutable).
+    """One document-frequency snapshot of a table's title words, ready for scoring (immutable; it
+    keeps the token weights it has computed, :data:`KNOWN_WEIGHTS`).
 
     Args:
         version: the snapshot's version (``nearsync.rarity_snapshots.version``); two snapshots are
