@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
@@ -315,20 +316,18 @@ LABEL_MEMO_CHARS = 64
 few categories and its users post many ads, so the same short values come back in every batch;
 longer values (free text put in those fields) are normalised each time."""
 LABEL_MEMO_SIZE = 65_536
-"""Memoised category / user values (the memo is emptied past this size; ≤ 64 chars each)."""
-_labels: dict[str, str] = {}
+"""Memoised category / user values (``functools.lru_cache`` bound; ≤ 64 chars each)."""
+
+
+@lru_cache(maxsize=LABEL_MEMO_SIZE)
+def _short_label(raw: str) -> str:
+    """:func:`normalise_text` of a value of at most :data:`LABEL_MEMO_CHARS` characters, memoised."""
+    return normalise_text(raw)
 
 
 def _normalised_label(raw: str) -> str:
-    """:func:`normalise_text` of a category or user value, memoised (:data:`LABEL_MEMO_CHARS`)."""
-    value = _labels.get(raw)
-    if value is None:
-        value = normalise_text(raw)
-        if len(raw) <= LABEL_MEMO_CHARS:
-            if len(_labels) >= LABEL_MEMO_SIZE:
-                _labels.clear()
-            _labels[raw] = value
-    return value
+    """:func:`normalise_text` of a category or user value, memoised when short (:data:`LABEL_MEMO_CHARS`)."""
+    return _short_label(raw) if len(raw) <= LABEL_MEMO_CHARS else normalise_text(raw)
 
 
 def assemble_signature(fields: Mapping[str, Any], text: RecordText, p: SignatureParams, *, simhash: int,
