@@ -2,7 +2,7 @@
 
 import sys
 
-from daemon.cli import main
+from daemon.cli import console
 
 if __name__ == "__main__":  # guarded: worker processes re-import the main module
-    sys.exit(main())
+    sys.exit(console())

@@ -14,6 +14,9 @@ from __future__ import annotations
 import contextlib
 import gc
 from collections.abc import Iterator
+from typing import TypeVar
+
+T = TypeVar("T")
 
 YOUNG_THRESHOLD = 50_000
 """Allocations (net of frees) between young collections: CPython's default is 700."""
@@ -45,3 +48,22 @@ def settled() -> Iterator[None]:
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+def freeze_for_exit(result: T) -> T:
+    """Freeze every live object (``gc.freeze``) as a command-line process is about to exit, and
+    return ``result`` unchanged (the exit code, so ``sys.exit(freeze_for_exit(main()))`` reads as
+    one step).
+
+    The interpreter's shutdown runs full collections, which walk every live object and find
+    nothing: what is alive at exit is freed by reference counting as the modules are torn down.
+    Frozen objects sit in the permanent generation, which those collections skip. Measured on
+    ``nearsync evaluate``: 3.9 s from the command's return to the process's end after a
+    25,000-listing run (~800,000 compared pairs, the documents and memos still alive), about 1 s
+    after a 5,000-listing run and 0.2-0.3 s with the heap frozen (same run, interleaved; the same
+    idea as Instagram's ``gc.freeze`` at fork, applied at exit). Only for the console entry
+    (:func:`daemon.cli.console`): an embedding process, such as the test suite calling
+    :func:`daemon.cli.main`, keeps its collector as it was.
+    """
+    gc.freeze()
+    return result

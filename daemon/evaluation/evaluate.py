@@ -125,7 +125,21 @@ def _pairs_of_groups(groups: list[list[str]]) -> set[tuple[str, str]]:
 
 
 def _cross(pairs: set[tuple[str, str]], source: dict[str, Any]) -> set[tuple[str, str]]:
-    return {p for p in pairs if source.get(p[0]) != source.get(p[1])}
+    of = source.get
+    return {p for p in pairs if of(p[0]) != of(p[1])}
+
+
+def _keyed_pairs(pairs: set[tuple[str, str]], key_of: dict[str, str]) -> set[tuple[str, str]]:
+    """The record-id pairs ``pairs`` as ordered ``(key, key)`` pairs of the dataset's keys, without
+    those whose records are gone. One loop without a ``sorted`` call per pair: ~800,000 pairs
+    after a 25,000-listing run."""
+    out = set()
+    add, of = out.add, key_of.get
+    for a, b in pairs:
+        x, y = of(a), of(b)
+        if x is not None and y is not None:
+            add((x, y) if x <= y else (y, x))
+    return out
 
 
 def _prf(pred: set[tuple[str, str]], true: set[tuple[str, str]]) -> dict[str, Any]:
@@ -248,8 +262,7 @@ async def _run_pipeline(settings: Settings, ds: Dataset, *, progress: bool) -> _
     return _Raw({"wall_s": wall, "phases": {k: round(v, 2) for k, v in phases.items()}, "flags": flags,
                  "clusters": dict(clusters), "links": links,
                  "pairs_examined": worker.totals.get("pairs", 0), "rarity_snapshot": rarity,
-                 "compared": {tuple(sorted((key_of[a], key_of[b]))) for a, b in compared
-                              if a in key_of and b in key_of},
+                 "compared": _keyed_pairs(compared, key_of),
                  "candidates_per_record": sum(per_record.values()) / max(1, len(per_record))})
 
 
