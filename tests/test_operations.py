@@ -404,3 +404,39 @@ def test_systemd_units_verify(tmp_path: Path) -> None:
         proc = subprocess.run(["systemd-analyze", "verify", str(copy)], capture_output=True, text=True)
         bad = [ln for ln in proc.stderr.splitlines() if unit.name in ln and "EnvironmentFile" not in ln]
         assert not bad, proc.stderr
+
+
+async def test_payload_columns_get_no_planner_statistics_both_ways(fresh_db: str) -> None:
+    """Migration 0016: ANALYZE gathers statistics for the columns the lookups filter on (the key
+    array among them, which the planner needs to pick the GIN index) and none for the wide payload
+    columns; its downgrade gives those back the server's statistics target."""
+    from daemon.backends.base import IndexDocument
+    from daemon.backends.postgres import PostgresBackend
+
+    payload = ["bottomk", "fields", "keys", "minhash", "scope", "signature"]
+    s = make_settings(fresh_db)
+    upgrade(s)
+    be = PostgresBackend(s.require_dsn())
+    await be.open()
+    try:
+        await be.write([IndexDocument("public.ads", str(i), 1, {"title": f"red bike {i}"}, {"cat": "bikes"},
+                                      [f"b0:{i % 7}"], {"v": 2, "bottomk": [i], "minhash": [i, i + 1]})
+                        for i in range(50)], [])
+    finally:
+        await be.close()
+
+    def analysed() -> list[str]:
+        with psycopg.connect(fresh_db, autocommit=True) as c:
+            c.execute("ANALYZE nearsync.documents")
+            rows = c.execute("SELECT attname FROM pg_stats WHERE schemaname = 'nearsync' AND tablename = 'documents' "
+                             "ORDER BY attname").fetchall()
+            return [r[0] for r in rows]
+
+    with psycopg.connect(fresh_db, autocommit=True) as c:
+        c.execute("DELETE FROM pg_statistic WHERE starelid = 'nearsync.documents'::regclass")  # superuser: the tests' server
+    got = analysed()
+    assert "key_hashes" in got and "record_id" in got
+    assert not set(payload) & set(got)
+    downgrade(s, "0015")
+    assert set(payload) <= set(analysed())
+    upgrade(s)
