@@ -6,8 +6,8 @@
 -- `fields ->> 'source'`, an expression whose selectivity no column statistic gives. Measured on
 -- 25,000 product listings: `ANALYZE nearsync.documents` 2.1-3.3 s, 0.4-0.6 s without these columns
 -- (3 rounds alternated, machine busy, load ~4).
--- It is the same for every ANALYZE, the backend's own after bulk loads and autovacuum's (every 2%
--- of the table changed, see schema_core.sql).
+-- It is the same for every ANALYZE: the backend's own during and after bulk loads, and autovacuum's
+-- (by the server's default, once a tenth of the table has changed).
 ALTER TABLE nearsync.documents
     ALTER COLUMN scope SET STATISTICS 0,
     ALTER COLUMN fields SET STATISTICS 0,
