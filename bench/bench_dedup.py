@@ -328,7 +328,9 @@ async def time_backlog(dsn: str, settings: Any, indexed: int, backlog: int, samp
     """After the index is loaded (in ``took`` s, None when reused): print the load rate, put ``backlog``
     of the ``indexed`` records (ids 1..indexed, picked with ``seed``) on the dedup queue, drain it
     (:func:`drain_throughput`, printed under ``label``) and time ``samples`` records one by one
-    (:func:`single_record_latency`). ``warm``: :func:`prewarm` first."""
+    (:func:`single_record_latency`). ``warm``: :func:`prewarm` first. Every link, part, cluster and
+    flag of the table is forgotten first (named query ``dedup_reset``): with ``--reuse`` they would
+    otherwise be the earlier runs' starting point."""
     if took:
         print(f"indexed {indexed:,} documents through the backend in {took:.1f} s ({indexed / took:,.0f} docs/s)",
               flush=True)
@@ -337,6 +339,9 @@ async def time_backlog(dsn: str, settings: Any, indexed: int, backlog: int, samp
     rng = random.Random(seed)
     ids = [str(i) for i in rng.sample(range(1, indexed + 1), min(backlog, indexed))]
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        # A reused index keeps the links, clusters and flags of the runs before: start from none, as on
+        # a fresh server, so the final-state digests of every run over the same backlog compare.
+        await conn.execute(query("dedup_reset"), {"table": "public.ads"})
         await conn.execute(query("enqueue_fresh"), {"queue": "dedup", "table": "public.ads", "record_ids": ids,
                                                     "ops": ["U"] * len(ids)})
     async with opened_backend(settings) as backend:
