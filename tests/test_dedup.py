@@ -607,3 +607,37 @@ async def test_components_kept_by_the_worker_give_the_same_rows_as_clustering_fr
         await settle(s)
     assert kept > 0 and len(incremental[0]) >= 8, incremental
     assert await _worker_output(s.dsn) == incremental
+
+
+async def test_the_walk_from_whole_components_is_read_from_the_links_around_them(dsettings: Settings) -> None:
+    """The worker's first walk reads only the links touching its start records when none of them
+    leads out (``links_around``): its answer is the recursive walk's, for whole components, unions
+    of them and single records of larger ones, at every level of the part ladder and whatever the
+    walk's limit; and both the shortcut and the walk are taken."""
+    from daemon.db.queries import query
+    from daemon.dedup.parts import components, part_levels
+
+    s = with_dedup(dsettings, potential_threshold=40, duplicate_threshold=60,
+                   cluster={"max_size": 20, "min_density": 0.0})
+    async with running_indexer(s), running_worker(s) as w:
+        ids = [await add(s.dsn, chain_ad(i), f"now() - interval '{100 - i} minutes'") for i in range(16)]
+        ids.append(await add(s.dsn, OTHER_PRODUCT))
+        await settle(s)
+        h = w.handler
+        async with await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as conn:
+            rows = await (await conn.execute("SELECT a, b, score FROM nearsync.dedup_links")).fetchall()
+            comps = components(ids, [dedup_worker.StoredLink(a, b, float(x)) for a, b, x in rows])
+            big = max(comps, key=len)
+            assert len(big) >= 8 and any(len(c) == 1 for c in comps), comps
+            starts = [*comps, sorted(ids), [big[0]], [big[0], big[-1]], [big[0], comps[-1][0]], [*big, "999999"]]
+            closed = []
+            for start in starts:
+                for level in part_levels(40):
+                    for limit in (len(start) + 1, len(big) + 20):
+                        want = await h._walk(conn, start, level, limit)
+                        got = await h._walk_or_around(conn, start, level, limit)
+                        assert (sorted(got[0]), sorted(got[1])) == (sorted(want[0]), sorted(want[1])), (start, level)
+                        cur = await conn.execute(query("links_around"),
+                                                 {"table": "public.ads", "ids": start, "min_score": level})
+                        closed.append((await cur.fetchone())[0])  # type: ignore[index]
+    assert any(closed) and not all(closed)

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from functools import partial
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -436,6 +435,11 @@ def link_components(links: Sequence[StoredLink]) -> list[tuple[tuple[str, ...], 
     for x in links:
         own[uf.find(x.a)].append(x)
     return sorted(((tuple(sorted(nodes)), own[root]) for root, nodes in uf.components().items()), key=lambda c: c[0])
+
+
+def _stored_links(a: Sequence[str] | None, b: Sequence[str] | None, score: Sequence[float] | None) -> list[StoredLink]:
+    """Links from a query's parallel arrays of ends and scores (each None when there is no link)."""
+    return list(map(StoredLink._make, zip(a or (), b or (), map(float, score or ()), strict=True)))
 
 
 def _bounded_put(memo: dict[Any, Any], key: Any, value: Any, max_size: int) -> None:
@@ -872,16 +876,45 @@ class DedupHandler:
         row = await cur.fetchone()
         assert row is not None  # an aggregate always returns its row
         nodes, a, b, score = row
-        return list(nodes or ()), list(map(StoredLink._make, zip(a or (), b or (), map(float, score or ()), strict=True)))
+        return list(nodes or ()), _stored_links(a, b, score)
+
+    async def _walk_or_around(self, conn: psycopg.AsyncConnection[Any], start: list[str], min_score: float,
+                              limit: int) -> tuple[list[str], list[StoredLink]]:
+        """:meth:`_walk`'s answer, from the links touching ``start`` alone when none of them leads
+        out of ``start`` (query ``links_around``): ``start`` is then a union of whole components over
+        the links scored at least ``min_score``, so the walk from it finds ``start`` itself (fewer
+        than ``limit`` records) and the links among them. Otherwise the walk (one more round trip).
+
+        The first walk of a batch starts from records whose stored parts :meth:`process` already
+        holds (``delete_links_of`` returns every member of the parts of the batch records and of
+        their partners, old and new), so it is closed unless a component grew past
+        ``max_component`` (its parts are cut at a higher level)."""
+        if len(start) < limit:
+            cur = await conn.execute(query("links_around"), {"table": self.table, "ids": start, "min_score": min_score})
+            row = await cur.fetchone()
+            assert row is not None  # aggregates always return their row
+            closed, a, b, score = row
+            if closed:
+                return list(dict.fromkeys(start)), _stored_links(a, b, score)
+        return await self._walk(conn, start, min_score, limit)
 
     async def _parts(self, conn: psycopg.AsyncConnection[Any], start: list[str]) -> list[Part]:
         """The parts of the link graph holding ``start``: their whole components when each holds
         at most ``max_component`` records, else the score ladder's parts
         (:func:`daemon.dedup.parts.cut_into_parts`), so that the clusters are a function of the
-        links whatever the order records are processed in."""
+        links whatever the order records are processed in. The first walk, from all of ``start``,
+        is :meth:`_walk_or_around`; the ladder's walks from single records are :meth:`_walk`."""
         cap = self.options.max_component
-        parts = await cut_into_parts(start, partial(self._walk, conn), cap=cap,
-                                     levels=part_levels(self.options.scoring.potential_threshold))
+        walks = 0
+
+        async def walk(ids: list[str], min_score: float, limit: int) -> tuple[list[str], list[StoredLink]]:
+            nonlocal walks
+            walks += 1
+            if walks == 1:
+                return await self._walk_or_around(conn, ids, min_score, limit)
+            return await self._walk(conn, ids, min_score, limit)
+
+        parts = await cut_into_parts(start, walk, cap=cap, levels=part_levels(self.options.scoring.potential_threshold))
         for p in parts:
             if p.truncated:
                 log.warning("component truncated", size=len(p.nodes), max_component=cap, level=p.level)
