@@ -405,20 +405,19 @@ def mutual_best_per_source(links: Sequence[_ScoredPair], source_of: dict[str, An
     key = order or (lambda r: r)
     best: dict[tuple[str, Any], tuple[float, str]] = {}
     src = source_of.get
+    held_of = best.get
+    ends = []  # each link's (a, b, a's source, b's source), looked up once
     for link in links:
-        score = link.score
-        for x, y in ((link.a, link.b), (link.b, link.a)):
-            k = (x, src(y))
-            held = best.get(k)
+        a, b, score = link.a, link.b, link.score
+        sa, sb = src(a), src(b)
+        ends.append((a, b, sa, sb))
+        for x, y, k in ((a, b, (a, sb)), (b, a, (b, sa))):
+            held = held_of(k)
             # the higher score; on a tie the partner created first (NaN never replaces nor is replaced)
             if held is None or score > held[0] or (score == held[0] and key(y) < key(held[1])):
                 best[k] = (score, y)
-    out = []
-    for link in links:
-        sa, sb = src(link.a), src(link.b)
-        if sa is None or sb is None or (best[(link.a, sb)][1] == link.b and best[(link.b, sa)][1] == link.a):
-            out.append(link)
-    return out
+    return [link for link, (a, b, sa, sb) in zip(links, ends, strict=True)
+            if sa is None or sb is None or (best[(a, sb)][1] == b and best[(b, sa)][1] == a)]
 
 
 def link_components(links: Sequence[StoredLink]) -> list[tuple[tuple[str, ...], list[StoredLink]]]:
@@ -702,8 +701,14 @@ class DedupHandler:
         (:func:`decision_holds`), in one query: ``{"duplicate": pairs, "not_duplicate": pairs}``
         (canonical pairs)."""
         cur = await conn.execute(query("decisions_among"), {"table": self.table, "ids": comp})
+        return self._holding(await cur.fetchall(), docs)
+
+    @staticmethod
+    def _holding(rows: Sequence[Sequence[Any]], docs: dict[str, IndexDocument]) -> dict[str, set[tuple[str, str]]]:
+        """The decisions of ``decisions_among`` rows that still hold for ``docs`` (record id ->
+        current document, :func:`decision_holds`): ``{"duplicate": pairs, "not_duplicate": pairs}``."""
         out: dict[str, set[tuple[str, str]]] = {"duplicate": set(), "not_duplicate": set()}
-        for a, b, decision, *stored in await cur.fetchall():
+        for a, b, decision, *stored in rows:
             if decision in out and decision_holds(stored, docs.get(a), docs.get(b)):
                 out[decision].add((a, b))
         return out
@@ -766,6 +771,9 @@ class DedupHandler:
         # Only linked records are clustered and flagged, so only their documents are needed (most of
         # a batch's records have no link at all).
         ends = sorted({x.a for x in links} | {x.b for x in links})
+        # The decisions among them are sent first and read once the documents are in (one round trip
+        # less: the documents come through the backend, on a connection of its own).
+        deciding = await conn.execute(query("decisions_among"), {"table": self.table, "ids": ends}) if links else None
         docs = {rid: known[rid] for rid in ends if rid in known}
         missing = [rid for rid in ends if rid not in docs]
         if missing:
@@ -774,7 +782,7 @@ class DedupHandler:
         if self.options.best_match_per_source:
             links = mutual_best_per_source(links, {rid: d.fields.get("source") for rid, d in docs.items()},
                                            order.__getitem__)
-        decided = await self._decisions_among(conn, ends, docs) if links else {}
+        decided = self._holding(await deciding.fetchall(), docs) if deciding is not None and links else {}
         links = self._without_dismissed_joins(links, decided.get("not_duplicate", set()))
         scored: dict[tuple[str, str], PairScore] = {}  # pairs scored below, reused by _direct
         if cfg.cluster.method == "average":
