@@ -8,6 +8,11 @@ SELECT pg_advisory_xact_lock(28276, hashtext(%(table)s));
 -- Drop the links of the given records and return the records whose clusters must be rebuilt: the
 -- given ones, their former partners, every member of the clusters any of these belonged to, and
 -- every member of the parts (nearsync.dedup_parts) these or the new partners (partners) were in.
+-- One row per record and reason, (id, part_id, level, cluster_id, original_id): a given record or
+-- former partner with NULLs, a cluster member with its cluster row, a part member with its part
+-- row; so the worker knows the stored part row of each of these records and of the partners
+-- (none when no row came), and the stored cluster row of each of the first and of the cluster
+-- members, and leaves the rows it would rewrite unchanged alone.
 -- Driven from the few seeds whatever the planner's estimates: each seed's cluster and part through
 -- the primary key, each distinct cluster's and part's members through its index (LATERAL
 -- subqueries that OFFSET 0 keeps from being flattened). An OR of the seeds and the partners in one
@@ -35,15 +40,16 @@ WITH gone AS (
         WHERE p1.table_name = %(table)s AND p1.record_id = s.id OFFSET 0
     ) p
 )
-SELECT id FROM seeds
-UNION
-SELECT m.record_id FROM clusters_in k CROSS JOIN LATERAL (
-    SELECT c2.record_id FROM nearsync.clusters c2
+SELECT id, NULL::text AS part_id, NULL::real AS level, NULL::text AS cluster_id, NULL::text AS original_id
+FROM seeds
+UNION ALL
+SELECT m.record_id, NULL, NULL, m.cluster_id, m.original_id FROM clusters_in k CROSS JOIN LATERAL (
+    SELECT c2.record_id, c2.cluster_id, c2.original_id FROM nearsync.clusters c2
     WHERE c2.table_name = %(table)s AND c2.cluster_id = k.cluster_id OFFSET 0
 ) m
-UNION
-SELECT m.record_id FROM parts_in k CROSS JOIN LATERAL (
-    SELECT p2.record_id FROM nearsync.dedup_parts p2
+UNION ALL
+SELECT m.record_id, m.part_id, m.level, NULL, NULL FROM parts_in k CROSS JOIN LATERAL (
+    SELECT p2.record_id, p2.part_id, p2.level FROM nearsync.dedup_parts p2
     WHERE p2.table_name = %(table)s AND p2.part_id = k.part_id OFFSET 0
 ) m;
 
