@@ -607,3 +607,82 @@ async def test_components_kept_by_the_worker_give_the_same_rows_as_clustering_fr
         await settle(s)
     assert kept > 0 and len(incremental[0]) >= 8, incremental
     assert await _worker_output(s.dsn) == incremental
+
+
+async def test_the_walk_from_whole_components_is_read_from_the_links_around_them(dsettings: Settings) -> None:
+    """The worker's first walk reads only the links touching its start records when none of them
+    leads out (``links_around``): its answer is the recursive walk's, for whole components, unions
+    of them and single records of larger ones, at every level of the part ladder and whatever the
+    walk's limit; and both the shortcut and the walk are taken."""
+    from daemon.db.queries import query
+    from daemon.dedup.parts import components, part_levels
+
+    s = with_dedup(dsettings, potential_threshold=40, duplicate_threshold=60,
+                   cluster={"max_size": 20, "min_density": 0.0})
+    async with running_indexer(s), running_worker(s) as w:
+        ids = [await add(s.dsn, chain_ad(i), f"now() - interval '{100 - i} minutes'") for i in range(16)]
+        ids.append(await add(s.dsn, OTHER_PRODUCT))
+        await settle(s)
+        h = w.handler
+        async with await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as conn:
+            rows = await (await conn.execute("SELECT a, b, score FROM nearsync.dedup_links")).fetchall()
+            comps = components(ids, [dedup_worker.StoredLink(a, b, float(x)) for a, b, x in rows])
+            big = max(comps, key=len)
+            assert len(big) >= 8 and any(len(c) == 1 for c in comps), comps
+            starts = [*comps, sorted(ids), [big[0]], [big[0], big[-1]], [big[0], comps[-1][0]], [*big, "999999"]]
+            closed = []
+            for start in starts:
+                for level in part_levels(40):
+                    for limit in (len(start) + 1, len(big) + 20):
+                        want = await h._walk(conn, start, level, limit)
+                        got = await h._walk_or_around(conn, start, level, limit)
+                        assert (sorted(got[0]), sorted(got[1])) == (sorted(want[0]), sorted(want[1])), (start, level)
+                        cur = await conn.execute(query("links_around"),
+                                                 {"table": "public.ads", "ids": start, "min_score": level})
+                        closed.append((await cur.fetchone())[0])  # type: ignore[index]
+    assert any(closed) and not all(closed)
+
+
+async def test_rows_known_unchanged_are_not_rewritten_and_the_rest_are_as_from_scratch(dsettings: Settings) -> None:
+    """The worker leaves alone the part and cluster rows its transaction read as they are
+    (``delete_links_of``, :class:`~daemon.dedup.worker.StoredRows`): one record at a time, through
+    parts cut above level 0, an edit that moves a record to the other group, one that takes a record
+    out of every part and cluster and a delete, its rows are those of a fresh worker clustering
+    everything once; and re-queuing every record rewrites no row."""
+    s = with_dedup(dsettings, potential_threshold=40, duplicate_threshold=60, max_component=10,
+                   cluster={"max_size": 20, "min_density": 0.0})
+    async with running_indexer(s):
+        ids = [await add(s.dsn, chain_ad(i), f"now() - interval '{100 - i} minutes'") for i in range(16)]
+        for j, (cam, lap) in enumerate(((0, 8), (1, 9))):  # two bundles, each weakly like both groups
+            ids.append(await add(s.dsn, chain_ad(cam) | {
+                "title": f"{chain_ad(cam)['title']} with {chain_ad(lap)['title']} bundle",
+                "body": f"{chain_ad(cam)['body']} {chain_ad(lap)['body']}", "price": 1200.0 + j},
+                f"now() - interval '{50 - j} minutes'"))
+        await wait_until(lambda: _pending_index(s.dsn, 18), timeout=60)
+        async with running_worker(with_daemon(s, concurrency=1, batch_size=1)):
+            await settle(s)
+            async with await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as c:
+                parts = await (await c.execute("SELECT count(DISTINCT part_id), min(level) FROM nearsync.dedup_parts")).fetchone()
+                await c.execute("UPDATE ads SET title = %s, body = %s WHERE id = %s",
+                                (chain_ad(9)["title"], chain_ad(9)["body"], int(ids[2])))
+                await c.execute("UPDATE ads SET title = %s, body = %s, category = 'garden' WHERE id = %s",
+                                ("Garden hose 30 m reel", "A green garden hose on a reel, 30 metres.", int(ids[5])))
+                await c.execute("DELETE FROM ads WHERE id = %s", (int(ids[12]),))
+            await settle(s)
+            incremental = await _worker_output(s.dsn)
+            xmins = ("SELECT (SELECT array_agg(xmin::text ORDER BY record_id) FROM nearsync.clusters), "
+                     "(SELECT array_agg(xmin::text ORDER BY record_id) FROM nearsync.dedup_parts)")
+            async with await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as c:
+                before = await (await c.execute(xmins)).fetchone()
+                await c.execute("INSERT INTO nearsync.index_tracking (queue, table_name, record_id, op, seq) "
+                                "SELECT 'dedup', 'public.ads', id::text, 'U', nextval('nearsync.change_seq') FROM ads")
+            await settle(s)
+            async with await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as c:
+                after = await (await c.execute(xmins)).fetchone()
+    assert parts is not None and parts[0] >= 2 and parts[1] > 0, parts  # cut above level 0
+    assert await _worker_output(s.dsn) == incremental and before == after
+    await _redo_all(s.dsn)
+    async with running_worker(with_daemon(s, concurrency=1, batch_size=16)):
+        await settle(s)
+    out = await _worker_output(s.dsn)
+    assert out == incremental and len(out[1]) >= 8 and ids[5] not in {r[0] for r in out[1]}, incremental

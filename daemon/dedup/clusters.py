@@ -75,12 +75,14 @@ class UnionFind:
 
     def find(self, x: Hashable) -> Hashable:
         """The representative of ``x``'s set (``x`` is added as a singleton when new)."""
-        self.parent.setdefault(x, x)
-        root = x
-        while self.parent[root] != root:
-            root = self.parent[root]
-        while self.parent[x] != root:  # path compression
-            self.parent[x], x = root, self.parent[x]
+        parent = self.parent
+        root = parent.setdefault(x, x)
+        if root == x:  # a representative (most calls): one dictionary look-up
+            return x
+        while (up := parent[root]) != root:
+            root = up
+        while (up := parent[x]) != root:  # path compression
+            parent[x], x = root, up
         return root
 
     def union(self, a: Hashable, b: Hashable) -> None:
