@@ -513,15 +513,18 @@ class TitleCodes:
         min_len: shortest code that matches another as a prefix (as in :func:`codes_conflict`).
 
     Attributes:
-        codes, ids: as given. closure, ids_closure: their :func:`_prefix_closure`. items: per code
-        ``(code, len(code) >= min_len, its prefixes of min_len characters or more, all digits)``.
+        codes, ids: as given. closure, ids_closure: their :func:`_prefix_closure`. reach: ``codes``
+        and ``closure`` together (a code of another title found here matches one of these codes, so
+        a title whose codes all are here has none unmatched). items: per code ``(code,
+        len(code) >= min_len, its prefixes of min_len characters or more, all digits)``.
     """
 
-    __slots__ = ("closure", "codes", "ids", "ids_closure", "items")
+    __slots__ = ("closure", "codes", "ids", "ids_closure", "items", "reach")
 
     def __init__(self, codes: frozenset[str], ids: frozenset[str], min_len: int) -> None:
         self.codes, self.ids = codes, ids
         self.closure = _prefix_closure(codes, min_len)
+        self.reach = codes | self.closure
         self.ids_closure = _prefix_closure(ids, min_len)
         self.items = tuple((c, len(c) >= min_len, _code_prefixes(c, min_len), c.isdigit()) for c in codes)
 
@@ -567,7 +570,7 @@ def title_codes_verdict(a: TitleCodes, b: TitleCodes) -> bool | None:
         False when the titles' codes do not conflict; True on a conflict; None on a conflict that
         :func:`separate_schemes` calls two numbering schemes (no evidence either way).
     """
-    if a is b:  # the same codes and model numbers: every code matches itself
+    if a is b or a.codes <= b.reach:  # every code of a is one of b's or a prefix (min_len+) of one
         return False
     only_a = _unmatched_items(a.items, b.codes, b.closure)
     if not only_a:
@@ -607,7 +610,14 @@ def colours_conflict(a: Any, b: Any) -> float | None:
     """
     if not a or not b:
         return None
-    wa, wb = _title_parts(str(a))[1], _title_parts(str(b))[1]
+    return colours_conflict_parts(_title_parts(str(a)), _title_parts(str(b)))
+
+
+def colours_conflict_parts(a: tuple[frozenset[str], frozenset[str]],
+                           b: tuple[frozenset[str], frozenset[str]]) -> float | None:
+    """:func:`colours_conflict` of two titles' :func:`_title_parts` (which the scorer keeps per
+    record, :meth:`daemon.scoring.side.Side.title_parts`): 0.0 on a conflict, else None."""
+    wa, wb = a[1], b[1]
     ca, cb = wa & COLOURS, wb & COLOURS
     if not ca or not cb or ca <= cb or cb <= ca:
         return None
@@ -707,7 +717,14 @@ def variants_conflict(a: Any, b: Any) -> float | None:
     """
     if not a or not b:
         return None
-    (ca, wa), (cb, wb) = _variant_parts(str(a)), _variant_parts(str(b))
+    return variants_conflict_parts(_variant_parts(str(a)), _variant_parts(str(b)))
+
+
+def variants_conflict_parts(a: tuple[frozenset[str], frozenset[str]],
+                            b: tuple[frozenset[str], frozenset[str]]) -> float | None:
+    """:func:`variants_conflict` of two titles' :func:`_variant_parts` (which the scorer keeps per
+    record, :meth:`daemon.scoring.side.Side.variant_parts`): 0.0 on a conflict, else None."""
+    (ca, wa), (cb, wb) = a, b
     if not ca or not cb or ca == cb:  # equal code sets: every code matches itself
         return None
     if not wa or not wb or len(wa & wb) < OTHERWISE_EQUAL * min(len(wa), len(wb)):
@@ -777,7 +794,14 @@ def numbers_conflict(a: Any, b: Any) -> float | None:
     """
     if not a or not b:
         return None
-    (na, wa), (nb, wb) = _title_parts(str(a)), _title_parts(str(b))
+    return numbers_conflict_parts(_title_parts(str(a)), _title_parts(str(b)))
+
+
+def numbers_conflict_parts(a: tuple[frozenset[str], frozenset[str]],
+                           b: tuple[frozenset[str], frozenset[str]]) -> float | None:
+    """:func:`numbers_conflict` of two titles' :func:`_title_parts` (which the scorer keeps per
+    record, :meth:`daemon.scoring.side.Side.title_parts`): 0.0 on a conflict, else None."""
+    (na, wa), (nb, wb) = a, b
     if not na or not nb:
         return None
     small, large = (na, nb) if len(na) <= len(nb) else (nb, na)
