@@ -223,6 +223,8 @@ def normalised_identifiers(value: Any, ignore_quantities: bool = False) -> froze
             return _normalised_values(tuple(value), ignore_quantities)
         except TypeError:  # an unhashable item: not memoisable
             pass
+    elif isinstance(value, frozenset):  # a title's codes (:func:`title_models`): the same sets recur
+        return _normalised_set(value, ignore_quantities)
     return _normalised_uncached(value, ignore_quantities)
 
 
@@ -238,6 +240,14 @@ def _normalised_values(values: tuple[Any, ...], ignore_quantities: bool) -> froz
     """:func:`normalised_identifiers` of a list of values, memoised (a candidate decoded again
     after it left the document cache has the same model-number list as before)."""
     return _normalised_uncached(list(values), ignore_quantities)
+
+
+@lru_cache(maxsize=65_536)
+def _normalised_set(values: frozenset[Any], ignore_quantities: bool) -> frozenset[str]:
+    """:func:`normalised_identifiers` of a frozenset of values, memoised (the listings of one product
+    carry the same title codes, and a candidate decoded again after it left the document cache has
+    the same ones as before)."""
+    return _normalised_uncached(values, ignore_quantities)
 
 
 def exact_similarity_sets(
@@ -513,20 +523,25 @@ class TitleCodes:
         min_len: shortest code that matches another as a prefix (as in :func:`codes_conflict`).
 
     Attributes:
-        codes, ids: as given. closure, ids_closure: their :func:`_prefix_closure`. reach: ``codes``
-        and ``closure`` together (a code of another title found here matches one of these codes, so
-        a title whose codes all are here has none unmatched). items: per code ``(code,
-        len(code) >= min_len, its prefixes of min_len characters or more, all digits)``.
+        codes, ids: as given. closure, ids_closure: their :func:`_prefix_closure`. reach,
+        ids_reach: ``codes`` and ``closure`` together, ``ids`` and ``ids_closure`` together (a code
+        of another title matches one of these codes, :func:`_matches_set`, exactly when it is in
+        ``reach`` or one of ``codes`` is a prefix of it: since ``closure`` holds only prefixes of
+        ``min_len`` characters or more, and a code shorter than that has no such prefix, neither
+        needs a length check). items: per code ``(code, len(code) >= min_len, its prefixes of
+        min_len characters or more, all digits)``. digits: how many codes are all digits.
     """
 
-    __slots__ = ("closure", "codes", "ids", "ids_closure", "items", "reach")
+    __slots__ = ("closure", "codes", "digits", "ids", "ids_closure", "ids_reach", "items", "reach")
 
     def __init__(self, codes: frozenset[str], ids: frozenset[str], min_len: int) -> None:
         self.codes, self.ids = codes, ids
         self.closure = _prefix_closure(codes, min_len)
         self.reach = codes | self.closure
         self.ids_closure = _prefix_closure(ids, min_len)
+        self.ids_reach = ids | self.ids_closure
         self.items = tuple((c, len(c) >= min_len, _code_prefixes(c, min_len), c.isdigit()) for c in codes)
+        self.digits = sum(1 for it in self.items if it[3])
 
 
 _CodeItem = tuple[str, bool, frozenset[str], bool]
@@ -572,15 +587,29 @@ def title_codes_verdict(a: TitleCodes, b: TitleCodes) -> bool | None:
     """
     if a is b or a.codes <= b.reach:  # every code of a is one of b's or a prefix (min_len+) of one
         return False
-    only_a = _unmatched_items(a.items, b.codes, b.closure)
-    if not only_a:
-        return False
-    only_b = _unmatched_items(b.items, a.codes, a.closure)
-    if not only_b or _any_matches(only_a, b.ids, b.ids_closure) or _any_matches(only_b, a.ids, a.ids_closure):
-        return False
-    a_digits = [it[3] for it in only_a]
-    b_digits = [it[3] for it in only_b]
-    if (all(a_digits) and not any(b_digits)) or (all(b_digits) and not any(a_digits)):
+    if a.codes.isdisjoint(b.reach) and b.codes.isdisjoint(a.reach):
+        # No code of either title matches one of the other's (the common case: two models), so
+        # every code is unmatched on both sides and the checks below reduce to set operations on
+        # the prepared sets (see TitleCodes): one of a's codes matches b's model numbers exactly
+        # when a code is in b.ids_reach or one of b's model numbers is in a.closure.
+        if not (a.codes.isdisjoint(b.ids_reach) and a.closure.isdisjoint(b.ids)
+                and b.codes.isdisjoint(a.ids_reach) and b.closure.isdisjoint(a.ids)):
+            return False
+        a_digits, b_digits, a_count, b_count = a.digits, b.digits, len(a.items), len(b.items)
+    else:
+        only_a = _unmatched_items(a.items, b.codes, b.closure)
+        if not only_a or b.codes <= a.reach:
+            return False
+        only_b = _unmatched_items(b.items, a.codes, a.closure)
+        if not only_b or _any_matches(only_a, b.ids, b.ids_closure) or _any_matches(only_b, a.ids, a.ids_closure):
+            return False
+        a_digits = b_digits = 0  # unmatched codes that are all digits, per side
+        for it in only_a:
+            a_digits += it[3]
+        for it in only_b:
+            b_digits += it[3]
+        a_count, b_count = len(only_a), len(only_b)
+    if (a_digits == a_count and not b_digits) or (b_digits == b_count and not a_digits):
         return None
     return True
 
