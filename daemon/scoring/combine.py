@@ -556,7 +556,7 @@ def _build_scorer(cfg: ScoringConfig, floor: float | None) -> PairScorer:
         sims: list[Any] = [None] * n
         if lead_compare is not None:  # the heaviest field alone, every other one that can raise the score at 1
             sim = sims[first] = lead_compare(a, b)
-            if sim is not None and lead_drops(sim):
+            if sim is not None and (decisive.get(sim) or (sim not in decisive and lead_drops(sim))):
                 return None
         deferred: list[tuple[int, Any, float | None]] = []
         for i, compare, parts in rest:
