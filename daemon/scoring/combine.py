@@ -160,15 +160,23 @@ def comparator(spec: FieldSpec) -> Comparator:
     name, p, metric = spec.name, spec.params, spec.metric
     if metric in ("token_set", "levenshtein", "jaro_winkler"):
         if metric == "token_set":
-            ratio: Callable[[str, str], float] = lambda x, y: fuzz.token_set_ratio(x, y) / 100.0  # noqa: E731
+            token_set_ratio = fuzz.token_set_ratio
+            ratio: Callable[[str, str], float] = lambda x, y: token_set_ratio(x, y) / 100.0  # noqa: E731
         elif metric == "levenshtein":
             ratio = Levenshtein.normalized_similarity
         else:
             pw = p["prefix_weight"]
             ratio = lambda x, y: JaroWinkler.normalized_similarity(x, y, prefix_weight=pw)  # noqa: E731
 
+        key = ("text", name)  # Side.text's key: the value looked up without a call once it is there
+
         def text(a: Side, b: Side) -> float | None:
-            x, y = a.text(name), b.text(name)
+            x = a.memo.get(key, _UNKNOWN)
+            if x is _UNKNOWN:
+                x = a.text(name)
+            y = b.memo.get(key, _UNKNOWN)
+            if y is _UNKNOWN:
+                y = b.text(name)
             return None if x is None or y is None else ratio(x, y)
         return text
     if metric == "exact":
@@ -249,8 +257,15 @@ def comparator(spec: FieldSpec) -> Comparator:
     if metric == "price":
         tolerance = p["tolerance"]
 
+        price_key = ("price", name)  # Side.price's key
+
         def price(a: Side, b: Side) -> float | None:
-            x, y = a.price(name), b.price(name)
+            x = a.memo.get(price_key, _UNKNOWN)
+            if x is _UNKNOWN:
+                x = a.price(name)
+            y = b.memo.get(price_key, _UNKNOWN)
+            if y is _UNKNOWN:
+                y = b.price(name)
             return None if x is None or y is None else m.price_similarity(x, y, tolerance)
         return price
     if metric == "price_gap":

@@ -96,7 +96,8 @@ class Side:
                 v = None
             else:
                 arr = np.asarray(raw, dtype=np.int64)
-                v = (arr, bool((arr == MINHASH_EMPTY).all()))
+                # all empty only if the first value is (the usual answer, no, without a pass over all)
+                v = (arr, bool(arr[0] == MINHASH_EMPTY) and bool((arr == MINHASH_EMPTY).all()))
             self.memo["minhash"] = v
         return v  # type: ignore[no-any-return]
 
