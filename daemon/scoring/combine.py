@@ -13,6 +13,7 @@ such evidence against (0, or no evidence at all), with the same cap.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -168,17 +169,7 @@ def comparator(spec: FieldSpec) -> Comparator:
             pw = p["prefix_weight"]
             ratio = lambda x, y: JaroWinkler.normalized_similarity(x, y, prefix_weight=pw)  # noqa: E731
 
-        key = ("text", name)  # Side.text's key: the value looked up without a call once it is there
-
-        def text(a: Side, b: Side) -> float | None:
-            x = a.memo.get(key, _UNKNOWN)
-            if x is _UNKNOWN:
-                x = a.text(name)
-            y = b.memo.get(key, _UNKNOWN)
-            if y is _UNKNOWN:
-                y = b.text(name)
-            return None if x is None or y is None else ratio(x, y)
-        return text
+        return _both_values(("text", name), lambda side: side.text(name), ratio)  # Side.text's key
     if metric == "exact":
         iq, negative, min_len = p["ignore_quantities"], p["negative"], p["partial_min_len"]
         kw = {"partial": p["partial"], "partial_min_len": min_len, "negative": negative,
@@ -257,17 +248,8 @@ def comparator(spec: FieldSpec) -> Comparator:
     if metric == "price":
         tolerance = p["tolerance"]
 
-        price_key = ("price", name)  # Side.price's key
-
-        def price(a: Side, b: Side) -> float | None:
-            x = a.memo.get(price_key, _UNKNOWN)
-            if x is _UNKNOWN:
-                x = a.price(name)
-            y = b.memo.get(price_key, _UNKNOWN)
-            if y is _UNKNOWN:
-                y = b.price(name)
-            return None if x is None or y is None else m.price_similarity(x, y, tolerance)
-        return price
+        return _both_values(("price", name), lambda side: side.price(name),  # Side.price's key
+                            functools.partial(m.price_similarity, tolerance=tolerance))
     if metric == "price_gap":
         gap = p["gap"]
 
@@ -312,17 +294,22 @@ def _title_conflict(metric: str) -> Comparator:
         parts, key = Side.title_parts, "title_parts"
         conflict = m.numbers_conflict_parts if metric == "numbers" else m.colours_conflict_parts
 
-    def title_conflict(a: Side, b: Side) -> float | None:
-        pa = a.memo.get(key, _UNKNOWN)
-        if pa is _UNKNOWN:
-            pa = parts(a)
-        if pa is None:
-            return None
-        pb = b.memo.get(key, _UNKNOWN)
-        if pb is _UNKNOWN:
-            pb = parts(b)
-        return None if pb is None else conflict(pa, pb)  # type: ignore[arg-type]
-    return title_conflict
+    return _both_values(key, parts, conflict)  # type: ignore[arg-type]
+
+
+def _both_values(key: Any, value: Callable[[Side], Any], compare: Callable[[Any, Any], float | None]) -> Comparator:
+    """The comparator ``compare(x, y)`` of the two records' values ``x = value(a)``, ``y = value(b)``
+    (an accessor of :class:`~daemon.scoring.side.Side` that keeps its value in :attr:`Side.memo`
+    under ``key``; read from there without a call once it is), None when either value is None."""
+    def both(a: Side, b: Side) -> float | None:
+        x = a.memo.get(key, _UNKNOWN)
+        if x is _UNKNOWN:
+            x = value(a)
+        y = b.memo.get(key, _UNKNOWN)
+        if y is _UNKNOWN:
+            y = value(b)
+        return None if x is None or y is None else compare(x, y)
+    return both
 
 
 _COMPILED: dict[int, tuple[ScoringConfig, tuple[tuple[FieldSpec, Comparator, bool, bool], ...]]] = {}

@@ -133,20 +133,20 @@ class Side:
         """The title's ``(numbers, words)`` (:func:`~daemon.scoring.metrics._title_parts`, as
         :func:`~daemon.scoring.metrics.numbers_conflict` and
         :func:`~daemon.scoring.metrics.colours_conflict` read them), or None without a title."""
-        v = self.memo.get("title_parts", _MISSING)
-        if v is _MISSING:
-            t = self.title()
-            v = self.memo["title_parts"] = m._title_parts(t) if t else None
-        return v  # type: ignore[no-any-return]
+        return self._of_title("title_parts", m._title_parts)
 
     def variant_parts(self) -> tuple[frozenset[str], frozenset[str]] | None:
         """The title's ``(codes, words)`` (:func:`~daemon.scoring.metrics._variant_parts`, as
         :func:`~daemon.scoring.metrics.variants_conflict` reads them), or None without a title."""
-        v = self.memo.get("variant_parts", _MISSING)
+        return self._of_title("variant_parts", m._variant_parts)
+
+    def _of_title(self, key: str, derive: Any) -> Any:
+        """``derive(title)`` (a pure function of the title text) kept under ``key``; None without a title."""
+        v = self.memo.get(key, _MISSING)
         if v is _MISSING:
             t = self.title()
-            v = self.memo["variant_parts"] = m._variant_parts(t) if t else None
-        return v  # type: ignore[no-any-return]
+            v = self.memo[key] = derive(t) if t else None
+        return v
 
     def title_code_set(self, ignore_quantities: bool) -> frozenset[str]:
         """:meth:`title_codes` normalised as :meth:`identifier_set` normalises identifiers."""
