@@ -24,6 +24,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -37,6 +38,31 @@ from daemon.scoring.rarity import FrequencyCounter, Rarity  # noqa: E402
 from daemon.signatures import compute_signature  # noqa: E402
 from tests import scoring_reference as ref  # noqa: E402
 
+Doc = tuple[dict[str, Any], dict[str, Any]]
+
+
+def product_line_pairs(listings: int) -> tuple[list[Doc], list[tuple[int, int]], Rarity]:
+    """The product corpus of ``listings`` listings (seed 5, 8 shops) as ``(fields, signature)``
+    documents, every pair ``(i, j)``, ``i < j``, of two listings of one product line, and a
+    token-rarity snapshot (version 1) of the corpus's titles.
+
+    Raises:
+        SystemExit: without ``../shared/data/abt-buy`` (or ``NEARSYNC_DATA``).
+    """
+    data = default_data_dir()
+    if data is None or not (data / "abt-buy" / "Abt.csv").is_file():
+        raise SystemExit("needs ../shared/data/abt-buy (or NEARSYNC_DATA)")
+    corpus = build_corpus(listings, seed=5, data_dir=data, shops=8)
+    docs = [(dict(x.fields), compute_signature(x.fields).to_document()) for x in corpus]
+    lines: dict[int, list[int]] = {}
+    for i, x in enumerate(corpus):
+        lines.setdefault(x.family, []).append(i)
+    counter = FrequencyCounter()
+    for fields, _ in docs:
+        counter.add(fields.get("title"))
+    pairs = [(a, b) for ids in lines.values() for a in ids for b in ids if a < b]
+    return docs, pairs, Rarity(1, counter.documents, *counter.arrays())
+
 
 def main() -> None:
     """Parse the arguments, build the corpus and print µs per pair for each scorer and profile."""
@@ -44,20 +70,8 @@ def main() -> None:
     ap.add_argument("--listings", type=int, default=3000, help="listings in the corpus (default 3000)")
     ap.add_argument("--rounds", type=int, default=2, help="alternating rounds (default 2)")
     args = ap.parse_args()
-    data = default_data_dir()
-    if data is None or not (data / "abt-buy" / "Abt.csv").is_file():
-        raise SystemExit("needs ../shared/data/abt-buy (or NEARSYNC_DATA)")
-    listings = build_corpus(args.listings, seed=5, data_dir=data, shops=8)
-    docs = [(dict(x.fields), compute_signature(x.fields).to_document()) for x in listings]
-    lines: dict[int, list[int]] = {}
-    for i, x in enumerate(listings):
-        lines.setdefault(x.family, []).append(i)
-    pairs = [(a, b) for ids in lines.values() for a in ids for b in ids if a < b]
+    docs, pairs, snapshot = product_line_pairs(args.listings)
     print(f"{len(docs):,} listings, {len(pairs):,} pairs within product lines", flush=True)
-    counter = FrequencyCounter()
-    for fields, _ in docs:
-        counter.add(fields.get("title"))
-    snapshot = Rarity(1, counter.documents, *counter.arrays())
     for rnd in range(1, args.rounds + 1):
         for name in ("products", "classified"):
             cfg = ScoringConfig.from_mapping(PROFILES[name]["dedup"])

@@ -24,13 +24,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.corpus_products import build_corpus  # noqa: E402
-from daemon.evaluation.datasets import default_data_dir  # noqa: E402
+from bench.bench_scoring import product_line_pairs  # noqa: E402
 from daemon.profiles import PROFILES  # noqa: E402
 from daemon.scoring import ScoringConfig, Side  # noqa: E402
 from daemon.scoring.combine import pair_scorer  # noqa: E402
-from daemon.scoring.rarity import FrequencyCounter, Rarity  # noqa: E402
-from daemon.signatures import compute_signature  # noqa: E402
 
 
 def main() -> None:
@@ -40,20 +37,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3, help="scoring rounds on fresh views (default 3)")
     ap.add_argument("--setup-only", action="store_true", help="build everything, score nothing")
     args = ap.parse_args()
-    data = default_data_dir()
-    if data is None or not (data / "abt-buy" / "Abt.csv").is_file():
-        raise SystemExit("needs ../shared/data/abt-buy (or NEARSYNC_DATA)")
-    listings = build_corpus(args.listings, seed=5, data_dir=data, shops=8)
-    docs = [(dict(x.fields), compute_signature(x.fields).to_document()) for x in listings]
-    counter = FrequencyCounter()
-    for fields, _ in docs:
-        counter.add(fields.get("title"))
-    cfg = ScoringConfig.from_mapping(PROFILES["products"]["dedup"])
-    cfg = cfg.with_snapshot(Rarity(1, counter.documents, *counter.arrays()))
-    lines: dict[int, list[int]] = {}
-    for i, x in enumerate(listings):
-        lines.setdefault(x.family, []).append(i)
-    pairs = [(a, b) for ids in lines.values() for a in ids for b in ids if a < b]
+    docs, pairs, snapshot = product_line_pairs(args.listings)
+    cfg = ScoringConfig.from_mapping(PROFILES["products"]["dedup"]).with_snapshot(snapshot)
     scorer = pair_scorer(cfg, cfg.potential_threshold)
     digest = hashlib.sha256()
     if not args.setup_only:
