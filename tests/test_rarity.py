@@ -69,6 +69,26 @@ def test_weighted_overlap_counts_what_is_not_shared_by_its_rarity() -> None:
     assert blended(0.9, wa, wb, 1.0) == weighted_overlap(wa, wb)
 
 
+def test_prepared_titles_and_kept_soft_matches_give_the_same_floats() -> None:
+    """Rarity.prepared (one Weighted per normalised title, shared) equals weighing the title afresh,
+    and overlaps computed again through a title's kept soft matches (Weighted.soft) are the same
+    floats as the first time and as on fresh Weighted objects (soft matching exercised: typos)."""
+    from daemon.scoring import metrics as m
+    from daemon.scoring.rarity import Weighted, overlap
+
+    r = _snapshot(CORPUS)
+    titles = CORPUS + ["Sony Bravia KDL40V4100 recieve bluetoth", "sony bravia kdl-40v4100 receive bluetooth", "", None]
+    prepared = [r.prepared(m._text(t)) for t in titles]
+    fresh = [Weighted(r.weights(title_tokens(t))) for t in titles]
+    assert [p.weights for p in prepared] == [f.weights for f in fresh]
+    assert r.prepared(m._text(titles[0])) is prepared[0]  # kept, not weighed again
+    first = [[overlap(a, b) for b in prepared] for a in prepared]
+    again = [[overlap(a, b) for b in prepared] for a in prepared]
+    reference = [[weighted_overlap(dict(a.weights), dict(b.weights)) for b in fresh] for a in fresh]
+    assert first == again == reference
+    assert any(p.soft for p in prepared)  # the soft matches were kept and read back
+
+
 def test_tokens_and_hashes_follow_the_title_metric_normalisation() -> None:
     assert title_tokens("Sony DVP-FX820  Portable, DVD! sony") == ("sony", "dvp", "fx820", "portable", "dvd")
     assert title_tokens(None) == () and title_tokens("  ") == ()

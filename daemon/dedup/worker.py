@@ -352,27 +352,27 @@ def score_found(record_id: str | None, doc: IndexDocument, cands: Sequence[Candi
     reused = 0
     own_key = record_id_key(record_id or "")  # canonical()'s look-up for the record, made once
     score = pair_scorer(cfg, floor)  # the config's comparators and stages, looked up once per record
-    own = side_of(doc)
+    own, version, key_of, append = side_of(doc), doc.version, record_id_key, out.append
     for cand in cands[:cap]:  # same-source ones were left out by the lookup
+        cid, cdoc = cand.record_id, cand.document
+        side = cdoc.side  # side_of(cdoc), its check inlined (once per pair)
+        if side is None or side.fields is not cdoc.fields or side.sig is not cdoc.signature:
+            side = side_of(cdoc)
         if record_id is None:
-            a, b = cand.record_id, ""
-            da, db = cand.document, doc
-            sa, sb = side_of(da), own
+            a, b, sa, sb = cid, "", side, own
         else:
-            if own_key <= record_id_key(cand.record_id):
-                a, b, da, db = record_id, cand.record_id, doc, cand.document
-                sa, sb = own, side_of(db)
+            if own_key <= key_of(cid):
+                a, b, sa, sb, va, vb = record_id, cid, own, side, version, cdoc.version
             else:
-                a, b, da, db = cand.record_id, record_id, cand.document, doc
-                sa, sb = side_of(da), own
+                a, b, sa, sb, va, vb = cid, record_id, side, own, cdoc.version, version
             if known is not None:
-                value = known((a, b, da.version, db.version))
+                value = known((a, b, va, vb))
                 if value is not None and decide(value, cfg) is None:
-                    out.append(ScoredCandidate(cand, a, b, PairScore(value), None))
+                    append(ScoredCandidate(cand, a, b, PairScore(value), None))
                     reused += 1
                     continue
         ps = score(sa, sb)
-        out.append(ScoredCandidate(cand, a, b, ps, decide(ps.score, cfg) if ps is not None else None))
+        append(ScoredCandidate(cand, a, b, ps, None if ps is None else decide(ps.score, cfg)))
     return ScoredCandidates(out, capped, exhaustive, reused)
 
 
@@ -580,14 +580,16 @@ class DedupHandler:
         if self.observer is not None:
             self.observer(rid, res.scored)
         links = []
+        remember, version = self._remember, doc.version
         for sc in res.scored:
-            if sc.score is None:  # below the potential threshold, not scored in full: no score to keep
+            ps = sc.score
+            if ps is None:  # below the potential threshold, not scored in full: no score to keep
                 continue
-            va, vb = (doc.version, sc.candidate.document.version) if sc.a == rid \
-                else (sc.candidate.document.version, doc.version)
-            self._remember((sc.a, sc.b, va, vb), sc.score.score)
+            va, vb = (version, sc.candidate.document.version) if sc.a == rid \
+                else (sc.candidate.document.version, version)
+            remember((sc.a, sc.b, va, vb), ps.score)
             if sc.flag is not None:
-                links.append(Link(sc.a, sc.b, sc.score.score, sc.score.reasons, sc.score.summary(), (va, vb)))
+                links.append(Link(sc.a, sc.b, ps.score, ps.reasons, ps.summary(), (va, vb)))
         return links
 
     def _remember(self, key: tuple[str, str, int, int], score: float) -> None:

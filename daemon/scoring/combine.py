@@ -13,6 +13,7 @@ such evidence against (0, or no evidence at all), with the same cap.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -160,17 +161,15 @@ def comparator(spec: FieldSpec) -> Comparator:
     name, p, metric = spec.name, spec.params, spec.metric
     if metric in ("token_set", "levenshtein", "jaro_winkler"):
         if metric == "token_set":
-            ratio: Callable[[str, str], float] = lambda x, y: fuzz.token_set_ratio(x, y) / 100.0  # noqa: E731
+            token_set_ratio = fuzz.token_set_ratio
+            ratio: Callable[[str, str], float] = lambda x, y: token_set_ratio(x, y) / 100.0  # noqa: E731
         elif metric == "levenshtein":
             ratio = Levenshtein.normalized_similarity
         else:
             pw = p["prefix_weight"]
             ratio = lambda x, y: JaroWinkler.normalized_similarity(x, y, prefix_weight=pw)  # noqa: E731
 
-        def text(a: Side, b: Side) -> float | None:
-            x, y = a.text(name), b.text(name)
-            return None if x is None or y is None else ratio(x, y)
-        return text
+        return _both_values(("text", name), lambda side: side.text(name), ratio)  # Side.text's key
     if metric == "exact":
         iq, negative, min_len = p["ignore_quantities"], p["negative"], p["partial_min_len"]
         kw = {"partial": p["partial"], "partial_min_len": min_len, "negative": negative,
@@ -192,7 +191,7 @@ def comparator(spec: FieldSpec) -> Comparator:
         profile, key = Side.title_code_profile, profile_key(name, min_len)
 
         def title_first(a: Side, b: Side) -> float | None:
-            pa, pb = a.known(key) or profile(a, name, min_len), b.known(key) or profile(b, name, min_len)
+            pa, pb = a.memo.get(key) or profile(a, name, min_len), b.memo.get(key) or profile(b, name, min_len)
             if not (pa.codes and pb.codes):
                 return exact(a, b)
             row = memo.get(pa)
@@ -249,10 +248,8 @@ def comparator(spec: FieldSpec) -> Comparator:
     if metric == "price":
         tolerance = p["tolerance"]
 
-        def price(a: Side, b: Side) -> float | None:
-            x, y = a.price(name), b.price(name)
-            return None if x is None or y is None else m.price_similarity(x, y, tolerance)
-        return price
+        return _both_values(("price", name), lambda side: side.price(name),  # Side.price's key
+                            functools.partial(m.price_similarity, tolerance=tolerance))
     if metric == "price_gap":
         gap = p["gap"]
 
@@ -260,12 +257,8 @@ def comparator(spec: FieldSpec) -> Comparator:
             x, y = a.price(), b.price()
             return None if x is None or y is None else m.price_conflict(x, y, gap)
         return price_gap
-    if metric == "numbers":
-        return lambda a, b: m.numbers_conflict(a.fields.get("title"), b.fields.get("title"))
-    if metric == "colours":
-        return lambda a, b: m.colours_conflict(a.fields.get("title"), b.fields.get("title"))
-    if metric == "variants":
-        return lambda a, b: m.variants_conflict(a.fields.get("title"), b.fields.get("title"))
+    if metric in ("numbers", "colours", "variants"):  # the titles' parts, kept on each record's Side
+        return _title_conflict(metric)
     if metric == "geo":
         lat_key, lon_key, radius_m = p["lat_key"], p["lon_key"], p["radius_m"]
 
@@ -288,6 +281,35 @@ def comparator(spec: FieldSpec) -> Comparator:
             return None if x is None or y is None else num.date_similarity(x, y, max_days)
         return date
     raise ValueError(f"unknown metric {metric!r}")
+
+
+def _title_conflict(metric: str) -> Comparator:
+    """The comparator of an against-only title metric (``numbers``, ``colours``, ``variants``): the
+    metric of :mod:`daemon.scoring.metrics` on the two titles' parts as each record's
+    :class:`~daemon.scoring.side.Side` keeps them (a missing title: None, as the metric gives)."""
+    if metric == "variants":
+        parts, conflict = Side.variant_parts, m.variants_conflict_parts
+        key = "variant_parts"
+    else:
+        parts, key = Side.title_parts, "title_parts"
+        conflict = m.numbers_conflict_parts if metric == "numbers" else m.colours_conflict_parts
+
+    return _both_values(key, parts, conflict)  # type: ignore[arg-type]
+
+
+def _both_values(key: Any, value: Callable[[Side], Any], compare: Callable[[Any, Any], float | None]) -> Comparator:
+    """The comparator ``compare(x, y)`` of the two records' values ``x = value(a)``, ``y = value(b)``
+    (an accessor of :class:`~daemon.scoring.side.Side` that keeps its value in :attr:`Side.memo`
+    under ``key``; read from there without a call once it is), None when either value is None."""
+    def both(a: Side, b: Side) -> float | None:
+        x = a.memo.get(key, _UNKNOWN)
+        if x is _UNKNOWN:
+            x = value(a)
+        y = b.memo.get(key, _UNKNOWN)
+        if y is _UNKNOWN:
+            y = value(b)
+        return None if x is None or y is None else compare(x, y)
+    return both
 
 
 _COMPILED: dict[int, tuple[ScoringConfig, tuple[tuple[FieldSpec, Comparator, bool, bool], ...]]] = {}
@@ -323,10 +345,16 @@ def _with_rarity(spec: FieldSpec, compare: Comparator, cfg: ScoringConfig) -> Co
     if spec.name != "title" or spec.metric not in ("token_set", "levenshtein", "jaro_winkler") or not cfg.uses_rarity:
         return compare
     snapshot, share = cfg.snapshot, cfg.rarity
+    assert snapshot is not None  # uses_rarity
+    key, overlap = ("rarity", "title", snapshot.version), rarity.overlap  # Side.rarity_weights's key
 
     def finish(similarity: float | None, a: Side, b: Side) -> float | None:
-        return rarity.blended(similarity, a.rarity_weights("title", snapshot), b.rarity_weights("title", snapshot),
-                              share)
+        # rarity.blended of the two prepared titles, its steps inlined (the same floats)
+        if similarity is None:
+            return None
+        w = overlap(a.memo.get(key) or a.rarity_weights("title", snapshot),
+                    b.memo.get(key) or b.rarity_weights("title", snapshot))
+        return similarity if w is None else (1.0 - share) * similarity + share * w
 
     def title(a: Side, b: Side) -> float | None:
         return finish(compare(a, b), a, b)
@@ -505,7 +533,7 @@ def _build_scorer(cfg: ScoringConfig, floor: float | None) -> PairScorer:
             return _pair_score(compiled, [compare(a, b) for compare in comparators], cfg, a, b)
         return full
     cheap, sketches, against, lead = _stages(cfg)
-    n = len(compiled)
+    n, plan = len(compiled), _plan(compiled)
     limit = floor - _FLOOR_MARGIN
     first, weight, total = lead if lead is not None else (-1, 0.0, 1.0)
     lead_compare = comparators[first] if lead is not None else None
@@ -530,7 +558,7 @@ def _build_scorer(cfg: ScoringConfig, floor: float | None) -> PairScorer:
         sims: list[Any] = [None] * n
         if lead_compare is not None:  # the heaviest field alone, every other one that can raise the score at 1
             sim = sims[first] = lead_compare(a, b)
-            if sim is not None and lead_drops(sim):
+            if sim is not None and (decisive.get(sim) or (sim not in decisive and lead_drops(sim))):
                 return None
         deferred: list[tuple[int, Any, float | None]] = []
         for i, compare, parts in rest:
@@ -544,17 +572,17 @@ def _build_scorer(cfg: ScoringConfig, floor: float | None) -> PairScorer:
         if sketch_fields or deferred:
             for i, _ in sketch_fields:
                 sims[i] = 1.0
-            if _bound(compiled, sims) < limit:
+            if _bound(plan, sims) < limit:
                 return None
             for i, finish, own in deferred:
                 sims[i] = finish(own, a, b)
         if sketch_fields:
-            if deferred and _bound(compiled, sims) < limit:
+            if deferred and _bound(plan, sims) < limit:
                 return None
             for i, compare in sketch_fields:
                 sims[i] = compare(a, b)
         if against_fields:
-            if _bound(compiled, sims) < limit:
+            if _bound(plan, sims) < limit:
                 return None
             for i, compare in against_fields:
                 sims[i] = compare(a, b)
@@ -605,13 +633,12 @@ def _build_stages(cfg: ScoringConfig) -> _Stages:
     return cheap, sketches, tuple(i for i, x in enumerate(metrics) if x in AGAINST_ONLY_METRICS), lead
 
 
-def _weighted(compiled: tuple[tuple[FieldSpec, Comparator, bool, bool], ...], sims: list[Any],
-              explain: bool = True) -> tuple[float, list[tuple[FieldSpec, float, bool]], bool]:
+def _weighted(compiled: tuple[tuple[FieldSpec, Comparator, bool, bool], ...],
+              sims: list[Any]) -> tuple[float, list[tuple[FieldSpec, float, bool]], bool]:
     """The weighted mean of a pair's field similarities (``sims``: one per field of ``compiled``,
     None for a field without evidence), as :func:`score_pair` defines it: ``(score 0-100, not
     rounded nor capped; entries (spec, similarity, counted) in field order; whether a negative
-    metric compared at 0)``. With ``explain`` False the entries are not made (an empty list comes
-    back): the score alone, for the bounds of :func:`score_sides_at_least` (:func:`_bound`)."""
+    metric compared at 0)``. :func:`_bound` computes the score alone, the same float."""
     entries: list[tuple[FieldSpec, float, bool]] = []
     total_w = acc = 0.0
     negative = False
@@ -622,11 +649,9 @@ def _weighted(compiled: tuple[tuple[FieldSpec, Comparator, bool, bool], ...], si
         sim = min(1.0, max(0.0, float(sim)))
         if positive:
             positive_only.append((sim, spec.weight, len(entries)))
-            if explain:
-                entries.append((spec, sim, True))
-            continue
-        if explain:
             entries.append((spec, sim, True))
+            continue
+        entries.append((spec, sim, True))
         total_w += spec.weight
         acc += spec.weight * sim
         if sim == 0.0 and negative_metric:
@@ -638,22 +663,48 @@ def _weighted(compiled: tuple[tuple[FieldSpec, Comparator, bool, bool], ...], si
         positive_only.sort(key=_minus_first)
         for sim, weight, i in positive_only:
             if total_w and sim * total_w <= acc:
-                if explain:
-                    entries[i] = (entries[i][0], sim, False)
+                entries[i] = (entries[i][0], sim, False)
                 continue
             total_w += weight
             acc += weight * sim
     return (100.0 * acc / total_w if total_w else 0.0), entries, negative
 
 
-def _minus_first(t: tuple[float, float, int]) -> float:
-    """Sort key of :func:`_weighted`'s positive-only fields: the most similar first."""
+def _minus_first(t: tuple[float, ...]) -> float:
+    """Sort key of :func:`_weighted`'s and :func:`_bound`'s positive-only fields: the most similar first."""
     return -t[0]
 
 
-def _bound(compiled: tuple[tuple[FieldSpec, Comparator, bool, bool], ...], sims: list[Any]) -> float:
-    """The score alone (0-100, not rounded nor capped) of :func:`_weighted`, the same float."""
-    return _weighted(compiled, sims, False)[0]
+def _plan(compiled: tuple[tuple[FieldSpec, Comparator, bool, bool], ...]) -> tuple[tuple[float, bool], ...]:
+    """``(weight, positive-only)`` per field of ``compiled``: what :func:`_bound` reads of each."""
+    return tuple((spec.weight, positive) for spec, _, positive, _ in compiled)
+
+
+def _bound(plan: tuple[tuple[float, bool], ...], sims: list[Any]) -> float:
+    """The score alone (0-100, not rounded nor capped) of :func:`_weighted` for the fields of
+    ``plan`` (:func:`_plan`), the same float (the same products summed in the same order), without
+    the entries: for the bounds of :func:`score_sides_at_least`, checked two or three times a pair."""
+    total_w = acc = 0.0
+    positive_only: list[tuple[float, float]] | None = None
+    for (weight, positive), sim in zip(plan, sims):
+        if sim is None:
+            continue
+        sim = min(1.0, max(0.0, float(sim)))
+        if positive:
+            if positive_only is None:
+                positive_only = []
+            positive_only.append((sim, weight))
+            continue
+        total_w += weight
+        acc += weight * sim
+    if positive_only:
+        positive_only.sort(key=_minus_first)  # stable: ties keep field order, as in _weighted
+        for sim, weight in positive_only:
+            if total_w and sim * total_w <= acc:
+                continue
+            total_w += weight
+            acc += weight * sim
+    return 100.0 * acc / total_w if total_w else 0.0
 
 
 def _pair_score(compiled: tuple[tuple[FieldSpec, Comparator, bool, bool], ...], sims: list[Any],

@@ -223,6 +223,8 @@ def normalised_identifiers(value: Any, ignore_quantities: bool = False) -> froze
             return _normalised_values(tuple(value), ignore_quantities)
         except TypeError:  # an unhashable item: not memoisable
             pass
+    elif isinstance(value, frozenset):  # a title's codes (:func:`title_models`): the same sets recur
+        return _normalised_set(value, ignore_quantities)
     return _normalised_uncached(value, ignore_quantities)
 
 
@@ -238,6 +240,14 @@ def _normalised_values(values: tuple[Any, ...], ignore_quantities: bool) -> froz
     """:func:`normalised_identifiers` of a list of values, memoised (a candidate decoded again
     after it left the document cache has the same model-number list as before)."""
     return _normalised_uncached(list(values), ignore_quantities)
+
+
+@lru_cache(maxsize=65_536)
+def _normalised_set(values: frozenset[Any], ignore_quantities: bool) -> frozenset[str]:
+    """:func:`normalised_identifiers` of a frozenset of values, memoised (the listings of one product
+    carry the same title codes, and a candidate decoded again after it left the document cache has
+    the same ones as before)."""
+    return _normalised_uncached(values, ignore_quantities)
 
 
 def exact_similarity_sets(
@@ -513,17 +523,25 @@ class TitleCodes:
         min_len: shortest code that matches another as a prefix (as in :func:`codes_conflict`).
 
     Attributes:
-        codes, ids: as given. closure, ids_closure: their :func:`_prefix_closure`. items: per code
-        ``(code, len(code) >= min_len, its prefixes of min_len characters or more, all digits)``.
+        codes, ids: as given. closure, ids_closure: their :func:`_prefix_closure`. reach,
+        ids_reach: ``codes`` and ``closure`` together, ``ids`` and ``ids_closure`` together (a code
+        of another title matches one of these codes, :func:`_matches_set`, exactly when it is in
+        ``reach`` or one of ``codes`` is a prefix of it: since ``closure`` holds only prefixes of
+        ``min_len`` characters or more, and a code shorter than that has no such prefix, neither
+        needs a length check). items: per code ``(code, len(code) >= min_len, its prefixes of
+        min_len characters or more, all digits)``. digits: how many codes are all digits.
     """
 
-    __slots__ = ("closure", "codes", "ids", "ids_closure", "items")
+    __slots__ = ("closure", "codes", "digits", "ids", "ids_closure", "ids_reach", "items", "reach")
 
     def __init__(self, codes: frozenset[str], ids: frozenset[str], min_len: int) -> None:
         self.codes, self.ids = codes, ids
         self.closure = _prefix_closure(codes, min_len)
+        self.reach = codes | self.closure
         self.ids_closure = _prefix_closure(ids, min_len)
+        self.ids_reach = ids | self.ids_closure
         self.items = tuple((c, len(c) >= min_len, _code_prefixes(c, min_len), c.isdigit()) for c in codes)
+        self.digits = sum(1 for it in self.items if it[3])
 
 
 _CodeItem = tuple[str, bool, frozenset[str], bool]
@@ -567,17 +585,31 @@ def title_codes_verdict(a: TitleCodes, b: TitleCodes) -> bool | None:
         False when the titles' codes do not conflict; True on a conflict; None on a conflict that
         :func:`separate_schemes` calls two numbering schemes (no evidence either way).
     """
-    if a is b:  # the same codes and model numbers: every code matches itself
+    if a is b or a.codes <= b.reach:  # every code of a is one of b's or a prefix (min_len+) of one
         return False
-    only_a = _unmatched_items(a.items, b.codes, b.closure)
-    if not only_a:
-        return False
-    only_b = _unmatched_items(b.items, a.codes, a.closure)
-    if not only_b or _any_matches(only_a, b.ids, b.ids_closure) or _any_matches(only_b, a.ids, a.ids_closure):
-        return False
-    a_digits = [it[3] for it in only_a]
-    b_digits = [it[3] for it in only_b]
-    if (all(a_digits) and not any(b_digits)) or (all(b_digits) and not any(a_digits)):
+    if a.codes.isdisjoint(b.reach) and b.codes.isdisjoint(a.reach):
+        # No code of either title matches one of the other's (the common case: two models), so
+        # every code is unmatched on both sides and the checks below reduce to set operations on
+        # the prepared sets (see TitleCodes): one of a's codes matches b's model numbers exactly
+        # when a code is in b.ids_reach or one of b's model numbers is in a.closure.
+        if not (a.codes.isdisjoint(b.ids_reach) and a.closure.isdisjoint(b.ids)
+                and b.codes.isdisjoint(a.ids_reach) and b.closure.isdisjoint(a.ids)):
+            return False
+        a_digits, b_digits, a_count, b_count = a.digits, b.digits, len(a.items), len(b.items)
+    else:
+        only_a = _unmatched_items(a.items, b.codes, b.closure)
+        if not only_a or b.codes <= a.reach:
+            return False
+        only_b = _unmatched_items(b.items, a.codes, a.closure)
+        if not only_b or _any_matches(only_a, b.ids, b.ids_closure) or _any_matches(only_b, a.ids, a.ids_closure):
+            return False
+        a_digits = b_digits = 0  # unmatched codes that are all digits, per side
+        for it in only_a:
+            a_digits += it[3]
+        for it in only_b:
+            b_digits += it[3]
+        a_count, b_count = len(only_a), len(only_b)
+    if (a_digits == a_count and not b_digits) or (b_digits == b_count and not a_digits):
         return None
     return True
 
@@ -607,7 +639,14 @@ def colours_conflict(a: Any, b: Any) -> float | None:
     """
     if not a or not b:
         return None
-    wa, wb = _title_parts(str(a))[1], _title_parts(str(b))[1]
+    return colours_conflict_parts(_title_parts(str(a)), _title_parts(str(b)))
+
+
+def colours_conflict_parts(a: tuple[frozenset[str], frozenset[str]],
+                           b: tuple[frozenset[str], frozenset[str]]) -> float | None:
+    """:func:`colours_conflict` of two titles' :func:`_title_parts` (which the scorer keeps per
+    record, :meth:`daemon.scoring.side.Side.title_parts`): 0.0 on a conflict, else None."""
+    wa, wb = a[1], b[1]
     ca, cb = wa & COLOURS, wb & COLOURS
     if not ca or not cb or ca <= cb or cb <= ca:
         return None
@@ -707,7 +746,14 @@ def variants_conflict(a: Any, b: Any) -> float | None:
     """
     if not a or not b:
         return None
-    (ca, wa), (cb, wb) = _variant_parts(str(a)), _variant_parts(str(b))
+    return variants_conflict_parts(_variant_parts(str(a)), _variant_parts(str(b)))
+
+
+def variants_conflict_parts(a: tuple[frozenset[str], frozenset[str]],
+                            b: tuple[frozenset[str], frozenset[str]]) -> float | None:
+    """:func:`variants_conflict` of two titles' :func:`_variant_parts` (which the scorer keeps per
+    record, :meth:`daemon.scoring.side.Side.variant_parts`): 0.0 on a conflict, else None."""
+    (ca, wa), (cb, wb) = a, b
     if not ca or not cb or ca == cb:  # equal code sets: every code matches itself
         return None
     if not wa or not wb or len(wa & wb) < OTHERWISE_EQUAL * min(len(wa), len(wb)):
@@ -777,7 +823,14 @@ def numbers_conflict(a: Any, b: Any) -> float | None:
     """
     if not a or not b:
         return None
-    (na, wa), (nb, wb) = _title_parts(str(a)), _title_parts(str(b))
+    return numbers_conflict_parts(_title_parts(str(a)), _title_parts(str(b)))
+
+
+def numbers_conflict_parts(a: tuple[frozenset[str], frozenset[str]],
+                           b: tuple[frozenset[str], frozenset[str]]) -> float | None:
+    """:func:`numbers_conflict` of two titles' :func:`_title_parts` (which the scorer keeps per
+    record, :meth:`daemon.scoring.side.Side.title_parts`): 0.0 on a conflict, else None."""
+    (na, wa), (nb, wb) = a, b
     if not na or not nb:
         return None
     small, large = (na, nb) if len(na) <= len(nb) else (nb, na)

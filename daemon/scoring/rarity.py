@@ -116,7 +116,7 @@ class Rarity:
     model numbers, the words that identify a new item best, count for least until the next refresh.
     """
 
-    __slots__ = ("_known", "_log_n", "documents", "dfs", "hashes", "version")
+    __slots__ = ("_known", "_log_n", "_prepared", "documents", "dfs", "hashes", "version")
 
     def __init__(self, version: int, documents: int, hashes: np.ndarray, dfs: np.ndarray) -> None:
         if len(hashes) != len(dfs):
@@ -127,6 +127,7 @@ class Rarity:
         self.dfs = np.asarray(dfs, dtype=np.int32)
         self._log_n = math.log(self.documents + 1)
         self._known: dict[str, float] = {}  # token -> its weight, computed once (:meth:`weights`)
+        self._prepared: dict[str | None, Weighted] = {}  # normalised title -> its words weighed (:meth:`prepared`)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Rarity) and other.version == self.version
@@ -163,6 +164,27 @@ class Rarity:
         return {t: known[t] for t in toks}
 
 
+    def prepared(self, text: str | None) -> Weighted:
+        """The :class:`Weighted` words of a title already normalised as the title's text metrics
+        normalise it (:func:`daemon.scoring.metrics._text`; None: no words), the same as
+        ``Weighted(self.weights(title_tokens(title)))``; kept per text (:data:`PREPARED_TITLES`), so
+        that records whose titles normalise alike, or a record whose prepared values are made again,
+        share one."""
+        prepared = self._prepared
+        w = prepared.get(text)
+        if w is None:
+            if len(prepared) >= PREPARED_TITLES:
+                prepared.clear()
+            w = prepared[text] = Weighted(self.weights(dict.fromkeys(text.split()) if text else ()))
+        return w
+
+
+PREPARED_TITLES = 100_000
+"""Prepared titles a :class:`Rarity` keeps (:meth:`Rarity.prepared`; a few hundred bytes each with
+their soft matches, :data:`SOFT_MEMO`: ~50 MB at most, emptied when full). A prepared title is a
+function of the normalised title and the snapshot alone; the bound holds the titles of a dense
+bench or evaluate (20,000-25,000) several times over, and past it they are only prepared again."""
+
 KNOWN_WEIGHTS = 1_000_000
 """Token weights a :class:`Rarity` keeps once computed (:meth:`Rarity.weights`; ~150 bytes each,
 ~150 MB at most, emptied when full). A weight is a function of the token and the snapshot alone,
@@ -189,17 +211,29 @@ class Weighted:
         weights: word -> weight (:meth:`Rarity.weights`), in title order.
 
     Attributes: ``weights``; ``total`` (their sum); ``codes`` (the words with digits); ``words``
-    (the others, for soft matching); ``joined`` (the words written together in title order, for code pieces).
+    (the others, for soft matching); ``joined`` (the words written together in title order, for code
+    pieces); ``soft`` (another title's word without digits -> its best soft match among ``words``,
+    :func:`_soft_mass`, kept as it is found: a title is compared with ~50 others, mostly of its own
+    product line, whose words repeat; at most :data:`SOFT_MEMO` words, then emptied).
     """
 
-    __slots__ = ("codes", "joined", "total", "weights", "words")
+    __slots__ = ("codes", "joined", "soft", "total", "weights", "words")
 
     def __init__(self, weights: dict[str, float]) -> None:
         self.weights = weights
         self.total = sum(weights.values())
-        self.codes = frozenset(u for u in weights if any(c.isdigit() for c in u))
+        has_digit = m._has_digit
+        self.codes = frozenset(u for u in weights if has_digit(u))
         self.words = [u for u in weights if u not in self.codes]
         self.joined = "".join(weights)
+        self.soft: dict[str, float | None] = {}
+
+
+SOFT_MEMO = 1024
+"""Words a :class:`Weighted` keeps the soft match of (``soft``; ~100 bytes each): a title meets the
+words of its candidates' titles, a few hundred distinct ones on a dense product line; past the bound
+the table is emptied and only filled again."""
+_UNSEEN = object()
 
 
 def _soft_mass(a: Weighted, b: Weighted) -> float:
@@ -210,17 +244,22 @@ def _soft_mass(a: Weighted, b: Weighted) -> float:
     fields' question, not rarity's; for a word without digits the best Jaro-Winkler similarity to a
     word of B without digits when that is at least :data:`SOFT_MATCH`; else 0."""
     mass = 0.0
-    wb, others, codes = b.weights, b.words, a.codes
+    wb, others, codes, joined, soft = b.weights, b.words, a.codes, b.joined, b.soft
     for t, w in a.weights.items():
         if t in wb:
             mass += w
         elif t in codes:
-            if t in b.joined:
+            if t in joined:
                 mass += w
         elif others:
-            best = extractOne(t, others, scorer=JaroWinkler.normalized_similarity, score_cutoff=SOFT_MATCH)
+            best = soft.get(t, _UNSEEN)  # the same extractOne answer for the same word and title
+            if best is _UNSEEN:
+                if len(soft) >= SOFT_MEMO:
+                    soft.clear()
+                hit = extractOne(t, others, scorer=JaroWinkler.normalized_similarity, score_cutoff=SOFT_MATCH)
+                best = soft[t] = None if hit is None else hit[1]
             if best is not None:
-                mass += w * best[1]
+                mass += w * best
     return mass
 
 
@@ -241,8 +280,11 @@ def weighted_overlap(wa: dict[str, float] | Weighted, wb: dict[str, float] | Wei
         A similarity in [0, 1]; None when either side has no word, or only words of weight 0 (a
         title made of words in every document says nothing).
     """
-    a = wa if isinstance(wa, Weighted) else Weighted(wa)
-    b = wb if isinstance(wb, Weighted) else Weighted(wb)
+    return overlap(wa if isinstance(wa, Weighted) else Weighted(wa), wb if isinstance(wb, Weighted) else Weighted(wb))
+
+
+def overlap(a: Weighted, b: Weighted) -> float | None:
+    """:func:`weighted_overlap` of two prepared titles (the scorer's form: no conversion)."""
     if not a.weights or not b.weights or a.total <= 0.0 or b.total <= 0.0:
         return None
     return min(1.0, max(_soft_mass(a, b) / a.total, _soft_mass(b, a) / b.total))

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from daemon.scoring import metrics as m
-from daemon.scoring.rarity import Weighted, title_tokens
+from daemon.scoring.rarity import Weighted
 from daemon.signatures import MINHASH_EMPTY
 
 _MISSING = object()
@@ -28,8 +28,8 @@ _MISSING = object()
 
 def profile_key(name: str, min_len: int) -> tuple[str, str, int]:
     """The key under which :meth:`Side.title_code_profile` keeps its value: a caller that reads it
-    pair after pair (:func:`daemon.scoring.combine.comparator`) makes it once and looks it up with
-    :meth:`Side.known`."""
+    pair after pair (:func:`daemon.scoring.combine.comparator`) makes it once and looks it up in
+    :attr:`Side.memo`."""
     return ("title_code_profile", name, min_len)
 
 
@@ -44,36 +44,38 @@ class Side:
 
     Each accessor returns what the corresponding metric of :mod:`daemon.scoring.metrics` would
     derive from the raw value (see each one), computed on the first call.
+
+    Attributes:
+        memo: the values computed so far, by key (``("text", name)``, :func:`profile_key`, ...):
+            read only, by the comparators of :mod:`daemon.scoring.combine` that look a value up
+            pair after pair without a method call (falling back to the accessor when it is absent).
     """
 
-    __slots__ = ("_memo", "fields", "sig")
+    __slots__ = ("fields", "memo", "sig")
 
     def __init__(self, fields: Mapping[str, Any], sig: Mapping[str, Any]) -> None:
         self.fields = fields
         self.sig = sig
-        self._memo: dict[Any, Any] = {}
-
-    def known(self, key: Any) -> Any:
-        """The value kept under ``key`` (see :func:`profile_key`), or None when not computed yet."""
-        return self._memo.get(key)
+        self.memo: dict[Any, Any] = {}
 
     def text(self, name: str) -> str | None:
         """``fields[name]`` normalised as the text metrics compare it (rapidfuzz ``default_process``),
         or None when missing or blank."""
         key = ("text", name)
-        v = self._memo.get(key, _MISSING)
+        v = self.memo.get(key, _MISSING)
         if v is _MISSING:
-            v = self._memo[key] = m._text(self.fields.get(name))
+            v = self.memo[key] = m._text(self.fields.get(name))
         return v  # type: ignore[no-any-return]
 
     def rarity_weights(self, name: str, snapshot: Any) -> Weighted:
         """``fields[name]``'s words with their rarity weights under ``snapshot`` (a
         :class:`~daemon.scoring.rarity.Rarity`; :meth:`Rarity.weights`), prepared
-        (:class:`~daemon.scoring.rarity.Weighted`) and kept per snapshot version."""
+        (:class:`~daemon.scoring.rarity.Weighted`, shared by the records whose normalised titles are
+        equal: :meth:`Rarity.prepared`) and kept per snapshot version."""
         key = ("rarity", name, snapshot.version)
-        v = self._memo.get(key, _MISSING)
+        v = self.memo.get(key, _MISSING)
         if v is _MISSING:
-            v = self._memo[key] = Weighted(snapshot.weights(title_tokens(self.fields.get(name))))
+            v = self.memo[key] = snapshot.prepared(self.text(name))
         return v  # type: ignore[no-any-return]
 
     def blank(self, name: str) -> bool:
@@ -87,15 +89,16 @@ class Side:
     def minhash(self) -> tuple[np.ndarray, bool] | None:
         """The MinHash vector as ``int64`` numpy array and whether it is the empty-set signature
         (all :data:`~daemon.signatures.MINHASH_EMPTY`), or None when missing or empty."""
-        v = self._memo.get("minhash", _MISSING)
+        v = self.memo.get("minhash", _MISSING)
         if v is _MISSING:
             raw = self.sig.get("minhash")
             if not raw:
                 v = None
             else:
                 arr = np.asarray(raw, dtype=np.int64)
-                v = (arr, bool((arr == MINHASH_EMPTY).all()))
-            self._memo["minhash"] = v
+                # all empty only if the first value is (the usual answer, no, without a pass over all)
+                v = (arr, bool(arr[0] == MINHASH_EMPTY) and bool((arr == MINHASH_EMPTY).all()))
+            self.memo["minhash"] = v
         return v  # type: ignore[no-any-return]
 
     def identifiers(self, name: str) -> Any:
@@ -108,9 +111,9 @@ class Side:
         """:meth:`identifiers` normalised as :func:`~daemon.scoring.metrics.exact_similarity`
         compares them (case-folded, alphanumerics only), quantities left out on request."""
         key = ("ids", name, ignore_quantities)
-        v = self._memo.get(key)
+        v = self.memo.get(key)
         if v is None:
-            v = self._memo[key] = m.normalised_identifiers(self.identifiers(name), ignore_quantities)
+            v = self.memo[key] = m.normalised_identifiers(self.identifiers(name), ignore_quantities)
         return v  # type: ignore[no-any-return]
 
     def title(self) -> str | None:
@@ -120,18 +123,37 @@ class Side:
 
     def title_codes(self) -> frozenset[str]:
         """The title's own codes (:func:`~daemon.scoring.metrics.title_models`); empty without a title."""
-        v = self._memo.get("title_codes")
+        v = self.memo.get("title_codes")
         if v is None:
             t = self.title()
-            v = self._memo["title_codes"] = m.title_models(t) if t else frozenset()
+            v = self.memo["title_codes"] = m.title_models(t) if t else frozenset()
         return v  # type: ignore[no-any-return]
+
+    def title_parts(self) -> tuple[frozenset[str], frozenset[str]] | None:
+        """The title's ``(numbers, words)`` (:func:`~daemon.scoring.metrics._title_parts`, as
+        :func:`~daemon.scoring.metrics.numbers_conflict` and
+        :func:`~daemon.scoring.metrics.colours_conflict` read them), or None without a title."""
+        return self._of_title("title_parts", m._title_parts)
+
+    def variant_parts(self) -> tuple[frozenset[str], frozenset[str]] | None:
+        """The title's ``(codes, words)`` (:func:`~daemon.scoring.metrics._variant_parts`, as
+        :func:`~daemon.scoring.metrics.variants_conflict` reads them), or None without a title."""
+        return self._of_title("variant_parts", m._variant_parts)
+
+    def _of_title(self, key: str, derive: Any) -> Any:
+        """``derive(title)`` (a pure function of the title text) kept under ``key``; None without a title."""
+        v = self.memo.get(key, _MISSING)
+        if v is _MISSING:
+            t = self.title()
+            v = self.memo[key] = derive(t) if t else None
+        return v
 
     def title_code_set(self, ignore_quantities: bool) -> frozenset[str]:
         """:meth:`title_codes` normalised as :meth:`identifier_set` normalises identifiers."""
         key = ("title_ids", ignore_quantities)
-        v = self._memo.get(key)
+        v = self.memo.get(key)
         if v is None:
-            v = self._memo[key] = m.normalised_identifiers(self.title_codes(), ignore_quantities)
+            v = self.memo[key] = m.normalised_identifiers(self.title_codes(), ignore_quantities)
         return v  # type: ignore[no-any-return]
 
     def title_code_profile(self, name: str, min_len: int) -> m.TitleCodes:
@@ -139,24 +161,24 @@ class Side:
         (:meth:`identifier_set`), prepared for :func:`~daemon.scoring.metrics.title_codes_verdict`
         (:func:`~daemon.scoring.metrics.title_code_profile`: shared by records with the same ones)."""
         key = profile_key(name, min_len)
-        v = self._memo.get(key)
+        v = self.memo.get(key)
         if v is None:
-            v = self._memo[key] = m.title_code_profile(self.title_codes(), self.identifier_set(name), min_len)
+            v = self.memo[key] = m.title_code_profile(self.title_codes(), self.identifier_set(name), min_len)
         return v  # type: ignore[no-any-return]
 
     def price(self, name: str = "price") -> float | None:
         """``fields[name]`` as a usable price (:func:`~daemon.scoring.metrics.price_value`) or None."""
         key = ("price", name)
-        v = self._memo.get(key, _MISSING)
+        v = self.memo.get(key, _MISSING)
         if v is _MISSING:
-            v = self._memo[key] = m.price_value(self.fields.get(name))
+            v = self.memo[key] = m.price_value(self.fields.get(name))
         return v  # type: ignore[no-any-return]
 
     def coords(self, lat_key: str, lon_key: str) -> tuple[float, float] | None:
         """``(lat, lon)`` in degrees when both are valid (:func:`~daemon.scoring.metrics.geo_similarity`'s
         rule), else None."""
         key = ("coords", lat_key, lon_key)
-        v = self._memo.get(key, _MISSING)
+        v = self.memo.get(key, _MISSING)
         if v is _MISSING:
-            v = self._memo[key] = m._coords(self.fields, lat_key, lon_key)
+            v = self.memo[key] = m._coords(self.fields, lat_key, lon_key)
         return v  # type: ignore[no-any-return]
