@@ -182,3 +182,15 @@ def test_evaluate_gives_the_same_flags_from_run_to_run(tmp_path: Path, capsys: p
     assert len(links[0]) > 1000 and links[0] == links[1]
     for key in ("duplicate_or_potential", "record_to_original", "candidates", "clusters"):
         assert reports[0][key] == reports[1][key], key
+
+
+def test_evaluation_index_options_size_the_document_cache_to_the_set() -> None:
+    from daemon.backends.doc_cache import DEFAULT_CACHED_DOCUMENTS
+    from daemon.evaluation.evaluate import EVALUATE_CACHED_DOCUMENTS_MAX, evaluation_index_options
+
+    assert evaluation_index_options("postgres", 25_000) == {"cached_documents": 25_000}
+    assert evaluation_index_options("postgres", 10) == {"cached_documents": DEFAULT_CACHED_DOCUMENTS}
+    assert evaluation_index_options("postgres", 10**7) == {"cached_documents": EVALUATE_CACHED_DOCUMENTS_MAX}
+    given = {"cached_documents": 7, "pool_size": 2}
+    assert evaluation_index_options("postgres", 25_000, given) == given  # the caller's setting wins
+    assert evaluation_index_options("opensearch", 25_000, {"url": "http://x"}) == {"url": "http://x"}
