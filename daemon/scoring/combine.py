@@ -346,15 +346,15 @@ def _with_rarity(spec: FieldSpec, compare: Comparator, cfg: ScoringConfig) -> Co
         return compare
     snapshot, share = cfg.snapshot, cfg.rarity
     assert snapshot is not None  # uses_rarity
-    key, overlap = ("rarity", "title", snapshot.version), rarity.overlap  # Side.rarity_weights's key
+    key = ("rarity", "title", snapshot.version)  # Side.rarity_weights's key
+    overlap, blend = rarity.overlap, rarity.blend
 
     def finish(similarity: float | None, a: Side, b: Side) -> float | None:
-        # rarity.blended of the two prepared titles, its steps inlined (the same floats)
+        # rarity.blended of the two prepared titles (no conversion of the Weighted sides)
         if similarity is None:
             return None
-        w = overlap(a.memo.get(key) or a.rarity_weights("title", snapshot),
-                    b.memo.get(key) or b.rarity_weights("title", snapshot))
-        return similarity if w is None else (1.0 - share) * similarity + share * w
+        return blend(similarity, overlap(a.memo.get(key) or a.rarity_weights("title", snapshot),
+                                         b.memo.get(key) or b.rarity_weights("title", snapshot)), share)
 
     def title(a: Side, b: Side) -> float | None:
         return finish(compare(a, b), a, b)

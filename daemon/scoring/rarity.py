@@ -163,7 +163,6 @@ class Rarity:
                 known[t] = float(min(1.0, max(0.0, x)))
         return {t: known[t] for t in toks}
 
-
     def prepared(self, text: str | None) -> Weighted:
         """The :class:`Weighted` words of a title already normalised as the title's text metrics
         normalise it (:func:`daemon.scoring.metrics._text`; None: no words), the same as
@@ -298,5 +297,11 @@ def blended(similarity: float | None, wa: dict[str, float] | Weighted, wb: dict[
     with weight)."""
     if similarity is None:
         return None
-    w = weighted_overlap(wa, wb)
-    return similarity if w is None else (1.0 - share) * similarity + share * w
+    return blend(similarity, weighted_overlap(wa, wb), share)
+
+
+def blend(similarity: float, weighted: float | None, share: float) -> float:
+    """``(1 - share) * similarity + share * weighted``: a title similarity (0-1) with a ``share``
+    (0-1) of it from the rarity-weighted overlap ``weighted`` (0-1), or ``similarity`` unchanged when
+    ``weighted`` is None. The one formula of :func:`blended` and of the scorer's prepared form."""
+    return similarity if weighted is None else (1.0 - share) * similarity + share * weighted
