@@ -440,3 +440,23 @@ async def test_payload_columns_get_no_planner_statistics_both_ways(fresh_db: str
     downgrade(s, "0015")
     assert set(payload) <= set(analysed())
     upgrade(s)
+
+
+def test_the_scope_index_comes_and_goes_with_its_migration(fresh_db: str) -> None:
+    """Migration 0017 creates the partial btree index ``nearsync.documents_scope`` (the dedup
+    worker's count of a scope's documents reads it); its downgrade drops it."""
+    s = make_settings(fresh_db)
+
+    def indexdef() -> str | None:
+        with psycopg.connect(fresh_db, autocommit=True) as c:
+            row = c.execute("SELECT indexdef FROM pg_indexes WHERE schemaname = 'nearsync' "
+                            "AND indexname = 'documents_scope'").fetchone()
+            return row[0] if row else None
+
+    upgrade(s)
+    assert indexdef() == ("CREATE INDEX documents_scope ON nearsync.documents USING btree (table_name, scope) "
+                          "WHERE (NOT deleted)")
+    downgrade(s, "0016")
+    assert indexdef() is None
+    upgrade(s)
+    assert indexdef() is not None

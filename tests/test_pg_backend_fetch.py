@@ -199,3 +199,40 @@ async def test_bulk_writes_bring_the_planners_view_up_to_date(be: PostgresBacken
         assert (await (await conn.execute(merged)).fetchone())[0] == 1  # type: ignore[index]
     async with be._pool.connection() as conn:
         assert (await (await conn.execute("SHOW plan_cache_mode")).fetchone())[0] == "force_custom_plan"  # type: ignore[index]
+
+
+def _plan_nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every node of an ``EXPLAIN (FORMAT JSON)`` plan tree, depth first."""
+    return [plan] + [n for child in plan.get("Plans", []) for n in _plan_nodes(child)]
+
+
+async def test_a_large_scopes_count_stops_early_through_the_scope_index(be: PostgresBackend, fresh_db: str) -> None:
+    """Migration 0017: ``scope_members`` counts a scope's documents through the ``documents_scope``
+    btree index, which stops after ``limit + 1`` of them, instead of reading the scope's whole GIN
+    posting list (a global scope: every document of the table). The large scope is reported as such
+    and the small one's members are found as before."""
+    import psycopg
+    from psycopg import sql
+
+    from daemon.backends.postgres import scope_members_params
+    from daemon.db.pool import configure_session
+    from daemon.db.queries import query
+
+    big = [doc(str(i), 1, [f"b1:{i % 9}", SCOPE_KEY]) for i in range(1200)]
+    small = [doc(f"u{i}", 1, [f"b1:{i}", SCOPE_KEY], scope={"user": "7"}) for i in range(5)]
+    await be.write(big + small, [])
+    queries = [CandidateQuery([], {}, exclude_id="3"), CandidateQuery([], {"user": "7"}, exclude_id="u0")]
+    found = await be.scope_members(T, queries, limit=199)
+    assert found[0] is None
+    assert found[1] is not None and [c.record_id for c in found[1]] == ["u1", "u2", "u3", "u4"]
+    async with await psycopg.AsyncConnection.connect(fresh_db, autocommit=True) as conn:
+        await configure_session(conn)  # as the backend's pooled sessions plan (custom plans)
+        cur = await conn.execute(sql.SQL("EXPLAIN (ANALYZE, FORMAT JSON) ") + query("scope_members"),
+                                 scope_members_params(T, queries, limit=199))
+        plan = (await cur.fetchone())[0][0]["Plan"]  # type: ignore[index]
+    nodes = _plan_nodes(plan)
+    assert any(n.get("Index Name") == "documents_scope" and n["Node Type"] == "Index Scan" for n in nodes), \
+        "the count does not scan the scope index"
+    read = [n["Actual Rows"] * n["Actual Loops"] for n in nodes
+            if n.get("Index Name") in ("documents_scope", "documents_key_hashes")]
+    assert max(read) <= 2 * 200, f"a scan read {max(read)} index entries: the large scope was read whole"  # limit + 1 per scope

@@ -383,8 +383,9 @@ class PostgresBackend:
     async def scope_members(self, table: str, queries: Sequence[CandidateQuery], *,
                             limit: int, min_match: int = 1) -> list[list[Candidate] | None]:
         """Every document of each query's scope when it holds at most ``limit`` (see protocol), in one
-        query (named ``scope_members``: an index-only count of at most ``limit + 1`` key rows per
-        scope, then the members of the small ones). Each distinct member document comes once per
+        query (named ``scope_members``: a count of at most ``limit + 1`` of the scope's rows per
+        distinct scope through the ``documents_scope`` btree index, which stops there whatever the
+        scope's size, then the members of the small ones). Each distinct member document comes once per
         call and is parsed only when the cache does not hold its version; queries of one scope share
         its members' :class:`IndexDocument` objects (do not mutate them).
 
@@ -397,18 +398,10 @@ class PostgresBackend:
         out: list[list[Candidate] | None] = [None for _ in queries]
         if not queries:
             return out
-        hashes = [next(iter(key_hashes(table, q.scope, [SCOPE_KEY]))) for q in queries]
-        lookups = [sorted(key_hashes(table, q.scope, lookup_keys(q.keys))) if q.tokens else [] for q in queries]
         try:
             async with self._pool.connection() as conn, self._cursor(conn) as cur:
-                await cur.execute(query("scope_members"), {
-                    "table": table, "qids": Int4Array(list(range(len(queries)))), "keys": Int8Array(hashes),
-                    "limit": limit, "exclude_ids": [q.exclude_id for q in queries],
-                    "exclude_sources": [q.exclude_source for q in queries],
-                    "tok_qids": Int4Array([i for i, q in enumerate(queries) for _ in q.tokens]),
-                    "toks": [t for q in queries for t in q.tokens],
-                    "key_qids": Int4Array([i for i, found in enumerate(lookups) for _ in found]),
-                    "lkeys": Int8Array([h for found in lookups for h in found]), "min_match": min_match})
+                await cur.execute(query("scope_members"), scope_members_params(table, queries, limit=limit,
+                                                                               min_match=min_match))
                 rows = await cur.fetchall()
         except _TRANSIENT as e:
             raise TransientIndexError(str(e)) from e
@@ -451,3 +444,23 @@ class PostgresBackend:
                 await conn.execute(query("clear_documents"), {"table": table})
         finally:
             self._cache.drop_table(table)
+
+
+def scope_members_params(table: str, queries: Sequence[CandidateQuery], *, limit: int,
+                         min_match: int = 1) -> dict[str, Any]:
+    """The parameters of the named query ``scope_members`` for ``queries`` (see
+    :meth:`PostgresBackend.scope_members`): per query its hashed scope key and its scope as JSON text,
+    its exclusions, its title tokens and, when it has tokens, its hashed candidate keys.
+
+    Returns:
+        ``{parameter name: value}``, the integer arrays packed (:mod:`daemon.db.arrays`).
+    """
+    hashes = [next(iter(key_hashes(table, q.scope, [SCOPE_KEY]))) for q in queries]
+    lookups = [sorted(key_hashes(table, q.scope, lookup_keys(q.keys))) if q.tokens else [] for q in queries]
+    return {"table": table, "qids": Int4Array(list(range(len(queries)))), "keys": Int8Array(hashes),
+            "scopes": [jsoncodec.dumps(dict(q.scope)) for q in queries], "limit": limit,
+            "exclude_ids": [q.exclude_id for q in queries], "exclude_sources": [q.exclude_source for q in queries],
+            "tok_qids": Int4Array([i for i, q in enumerate(queries) for _ in q.tokens]),
+            "toks": [t for q in queries for t in q.tokens],
+            "key_qids": Int4Array([i for i, found in enumerate(lookups) for _ in found]),
+            "lkeys": Int8Array([h for found in lookups for h in found]), "min_match": min_match}
