@@ -12,6 +12,13 @@ listings, counts:
   the ``cap`` candidates sharing the most keys (ties by position), as the candidate lookup ranks
   them before scoring.
 
+``--max-block B …`` adds rows for the profile's keys with *block purging* (Papadakis et al., "A
+Blocking Framework for Entity Resolution in Highly Heterogeneous Information Spaces", IEEE TKDE
+2013): a lookup leaves out every key whose block holds more than ``B`` listings, so what it reads
+is bounded by ``B`` per key whatever the index's size. The blocks that get that large are the
+title word pairs of common words ("digital camera"), which rank a listing's siblings and
+unrelated products alike. Not what the worker does today: a measurement for that decision.
+
 Data: Abt-Buy as shipped (true pairs from its mapping; shop = source) and corpora of
 :mod:`bench.corpus_products` (true pairs = same product; 8 shops). No PostgreSQL involved: this
 measures the key design, not the database. Variants: ``single4`` (4 sampled title words as keys
@@ -22,6 +29,7 @@ rule; every other setting is the ``products`` profile's.
 Usage (from the repository root)::
 
     python bench/bench_blocking.py [--corpus 20000] [--sample 500] [--cap 50]
+    python bench/bench_blocking.py --corpus 100000 --max-block 2000 1000 500 250
 """
 
 from __future__ import annotations
@@ -50,7 +58,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
 
 
 def measure(records: Sequence[dict[str, Any]], groups: Sequence[Any], signatures: dict[str, Any], *,
-            sample: Sequence[int], cap: int) -> dict[str, float]:
+            sample: Sequence[int], cap: int, max_blocks: Sequence[int | None] = (None,),
+            ) -> list[dict[str, float]]:
     """Visited entries, candidates and recall@cap for the ``sample`` listings (see the module docstring).
 
     Args:
@@ -59,8 +68,12 @@ def measure(records: Sequence[dict[str, Any]], groups: Sequence[Any], signatures
             true pairs); ``None`` for a record in no pair.
         signatures: the ``[signatures]`` settings.
         sample: indexes of the records measured. cap: the candidate cap.
+        max_blocks: one result per entry: ``None`` uses every key, a number leaves out the keys whose
+            block holds more listings than that (block purging, see the module docstring); the
+            listings are signed once for all of them.
     Returns:
-        ``keys`` (mean keys per record), ``visited`` and ``candidates`` (means over the sample),
+        Per entry of ``max_blocks``: ``keys`` (mean keys per record, all of them), ``visited`` and
+        ``candidates`` (means over the sample), ``visited_p99`` (the 99th percentile of visited),
         ``recall`` (true pairs among the top ``cap`` over all true pairs of the sample).
     """
     keys, postings = key_postings(records, signatures)
@@ -68,21 +81,32 @@ def measure(records: Sequence[dict[str, Any]], groups: Sequence[Any], signatures
     for i, g in enumerate(groups):
         if g is not None:
             members[g].append(i)
-    visited = found = true_total = candidates = 0
-    for i in sample:
-        src = records[i].get("source")
-        shared: Counter[int] = Counter()
-        for k in keys[i]:
-            visited += len(postings[k])
-            shared.update(j for j in postings[k] if j != i and records[j].get("source") != src)
-        candidates += len(shared)
-        top = {j for j, _ in sorted(shared.items(), key=lambda x: (-x[1], x[0]))[:cap]}
-        truth = [j for j in members.get(groups[i], []) if j != i and records[j].get("source") != src]
-        true_total += len(truth)
-        found += sum(j in top for j in truth)
-    n = max(1, len(sample))
-    return {"keys": sum(map(len, keys)) / max(1, len(keys)), "visited": visited / n, "candidates": candidates / n,
-            "recall": found / max(1, true_total)}
+    out = []
+    for bound in max_blocks:
+        found = true_total = candidates = 0
+        visits: list[int] = []
+        for i in sample:
+            src = records[i].get("source")
+            shared: Counter[int] = Counter()
+            visited = 0
+            for k in keys[i]:
+                block = postings[k]
+                if bound is not None and len(block) > bound:
+                    continue
+                visited += len(block)
+                shared.update(j for j in block if j != i and records[j].get("source") != src)
+            visits.append(visited)
+            candidates += len(shared)
+            top = {j for j, _ in sorted(shared.items(), key=lambda x: (-x[1], x[0]))[:cap]}
+            truth = [j for j in members.get(groups[i], []) if j != i and records[j].get("source") != src]
+            true_total += len(truth)
+            found += sum(j in top for j in truth)
+        n = max(1, len(sample))
+        visits.sort()
+        out.append({"keys": sum(map(len, keys)) / max(1, len(keys)), "visited": sum(visits) / n,
+                    "visited_p99": float(visits[min(len(visits) - 1, int(0.99 * len(visits)))]) if visits else 0.0,
+                    "candidates": candidates / n, "recall": found / max(1, true_total)})
+    return out
 
 
 def abt_buy_sets(data: Path) -> tuple[list[dict[str, Any]], list[Any]]:
@@ -112,7 +136,11 @@ def main() -> None:
     ap.add_argument("--sample", type=int, default=500, help="listings measured per set (Abt-Buy: all)")
     ap.add_argument("--cap", type=int, default=PROFILES["products"]["dedup"]["candidate_cap"])
     ap.add_argument("--seed", type=int, default=18, help="the corpus's seed")
+    ap.add_argument("--max-block", type=int, nargs="*", default=[],
+                    help="also measure the profile's keys (pairs8) with block purging at these block sizes")
     args = ap.parse_args()
+    if any(b < 1 for b in args.max_block):
+        ap.error("--max-block: block sizes are positive integers")
     data = default_data_dir()
     if data is None:
         raise SystemExit("needs ../shared/data/abt-buy (or NEARSYNC_DATA)")
@@ -128,9 +156,13 @@ def main() -> None:
     for label, recs, grps, sample in sets:
         print(f"{label}, {len(sample):,} listings measured, cap {args.cap}:", flush=True)
         for name, variant in VARIANTS.items():
-            r = measure(recs, grps, merged(base, variant), sample=sample, cap=args.cap)
-            print(f"  {name:8} {r['keys']:5.1f} keys/listing, visited {r['visited']:7.0f}, candidates "
-                  f"{r['candidates']:6.0f}, recall@{args.cap} {r['recall']:.4f}", flush=True)
+            bounds = [None, *args.max_block] if name == "pairs8" else [None]
+            for bound, r in zip(bounds, measure(recs, grps, merged(base, variant), sample=sample, cap=args.cap,
+                                                max_blocks=bounds), strict=True):
+                label_ = name if bound is None else f"{name}, blocks <= {bound:,}"
+                print(f"  {label_:24} {r['keys']:5.1f} keys/listing, visited {r['visited']:7.0f} (p99 "
+                      f"{r['visited_p99']:6.0f}), candidates {r['candidates']:6.0f}, recall@{args.cap} {r['recall']:.4f}",
+                      flush=True)
 
 
 if __name__ == "__main__":
