@@ -407,9 +407,10 @@ def test_systemd_units_verify(tmp_path: Path) -> None:
 
 
 async def test_payload_columns_get_no_planner_statistics_both_ways(fresh_db: str) -> None:
-    """Migration 0016: ANALYZE gathers statistics for the columns the lookups filter on (the key
-    array among them, which the planner needs to pick the GIN index) and none for the wide payload
-    columns; its downgrade gives those back the server's statistics target."""
+    """Migrations 0016 and 0017: ANALYZE gathers statistics for the columns the lookups filter on
+    and none for the wide payload columns (0016) nor the candidate-key array, whose element
+    statistics no estimate reads (0017); each downgrade gives its columns back the server's
+    statistics target."""
     from daemon.backends.base import IndexDocument
     from daemon.backends.postgres import PostgresBackend
 
@@ -435,8 +436,11 @@ async def test_payload_columns_get_no_planner_statistics_both_ways(fresh_db: str
     with psycopg.connect(fresh_db, autocommit=True) as c:
         c.execute("DELETE FROM pg_statistic WHERE starelid = 'nearsync.documents'::regclass")  # superuser: the tests' server
     got = analysed()
-    assert "key_hashes" in got and "record_id" in got
-    assert not set(payload) & set(got)
+    assert {"deleted", "record_id", "table_name", "version"} <= set(got)
+    assert not (set(payload) | {"key_hashes"}) & set(got)
+    downgrade(s, "0016")
+    got = analysed()
+    assert "key_hashes" in got and not set(payload) & set(got)
     downgrade(s, "0015")
     assert set(payload) <= set(analysed())
     upgrade(s)

@@ -1,0 +1,13 @@
+-- No planner statistics for the index table's candidate-key array either (migration 0017).
+-- ANALYZE's element statistics of key_hashes (most common elements and their frequencies) hash
+-- every key of every sampled row (~40 per signed document, up to 30,000 rows): ~70-80% of an
+-- ANALYZE of nearsync.documents once the payload columns have none (0016). No estimate reads them:
+-- PostgreSQL uses element statistics only for `column @> constant` (arraycontsel; a join clause or
+-- a non-constant side gets the fixed 0.5% of DEFAULT_CONTAIN_SEL, arraycontjoinsel), and every
+-- query on the array compares it with a key taken from another row set (`@> ARRAY[k.key]`,
+-- `lkeys && key_hashes`). EXPLAIN of candidates_many and scope_members (200 lookups, 10,000
+-- generated ads, custom plans) gives the same plans and row estimates with and without them;
+-- `ANALYZE nearsync.documents` took 94-112 ms with them and 26-30 ms without (idle machine).
+-- Statistics gathered before stay in pg_statistic (only the owner of pg_statistic can drop them)
+-- and are not read by any estimate.
+ALTER TABLE nearsync.documents ALTER COLUMN key_hashes SET STATISTICS 0;
