@@ -180,6 +180,31 @@ def test_migrations_are_idempotent_and_reversible(fresh_db: str) -> None:
     assert upgrade(s)["to"] == head_revision(s)
 
 
+def test_head_revision_is_alembics_without_importing_it(tmp_path: Path) -> None:
+    """The newest migration read from the scripts' own assignments is the one Alembic finds; a merge
+    has one head, a branch not merged is refused; and opening the source table's code does not
+    import Alembic or SQLAlchemy (a fresh interpreter)."""
+    from alembic.script import ScriptDirectory
+
+    from daemon.db.migrations import head_revision_id, migrations_dir
+
+    assert head_revision_id() == ScriptDirectory(str(migrations_dir())).get_current_head()
+    versions = tmp_path / "versions"
+    versions.mkdir()
+    scripts = {"a": None, "b": "a", "c": "a", "m": ("b", "c")}
+    for rev, down in scripts.items():
+        (versions / f"{rev}_x.py").write_text(f'"""doc."""\nrevision = {rev!r}\ndown_revision = {down!r}\n')
+    (versions / "helpers.py").write_text("X = 1\n")  # not a migration script
+    assert head_revision_id(tmp_path) == "m"
+    (versions / "m_x.py").unlink()
+    with pytest.raises(ValueError, match="2 heads"):
+        head_revision_id(tmp_path)
+    probe = ("import sys; from daemon.db.migrations import head_revision_id; import daemon.capture.source; "
+             "head_revision_id(); print(sorted(m for m in ('alembic', 'sqlalchemy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO)
+    assert out.stdout.strip() == "[]"
+
+
 @contextlib.asynccontextmanager
 async def _column_round_trip(fresh_db: str, doc: Any, column: str, down_to: str) -> AsyncIterator[Any]:
     """Write ``doc`` through the PostgreSQL backend, downgrade to ``down_to`` (the list stored in
