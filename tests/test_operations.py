@@ -434,8 +434,9 @@ def test_systemd_units_verify(tmp_path: Path) -> None:
 async def test_payload_columns_get_no_planner_statistics_both_ways(fresh_db: str) -> None:
     """Migrations 0016 and 0017: ANALYZE gathers statistics for the columns the lookups filter on
     and none for the wide payload columns (0016) nor the candidate-key array, whose element
-    statistics no estimate reads (0017); each downgrade gives its columns back the server's
-    statistics target."""
+    statistics no estimate reads (0017, which also gives the sketch arrays lz4 compression where
+    the server has it); each downgrade gives its columns back the server's statistics target (and
+    0017's the default compression)."""
     from daemon.backends.base import IndexDocument
     from daemon.backends.postgres import PostgresBackend
 
@@ -460,12 +461,24 @@ async def test_payload_columns_get_no_planner_statistics_both_ways(fresh_db: str
 
     with psycopg.connect(fresh_db, autocommit=True) as c:
         c.execute("DELETE FROM pg_statistic WHERE starelid = 'nearsync.documents'::regclass")  # superuser: the tests' server
+    def sketch_compression(expected: str) -> bool:
+        """The sketch arrays' compression is ``expected`` ("l": lz4, "": the default), or the
+        server has no lz4 (the migration then leaves the default)."""
+        with psycopg.connect(fresh_db, autocommit=True) as c:
+            lz4 = c.execute("SELECT count(*) FROM pg_settings WHERE name = 'default_toast_compression' "
+                            "AND 'lz4' = ANY(enumvals)").fetchone() == (1,)
+            rows = c.execute("SELECT attcompression FROM pg_attribute WHERE attrelid = 'nearsync.documents'::regclass "
+                             "AND attname IN ('bottomk', 'minhash')").fetchall()
+        return not lz4 or [r[0] for r in rows] == [expected, expected]
+
     got = analysed()
     assert {"deleted", "record_id", "table_name", "version"} <= set(got)
     assert not (set(payload) | {"key_hashes"}) & set(got)
+    assert sketch_compression("l")
     downgrade(s, "0016")
     got = analysed()
     assert "key_hashes" in got and not set(payload) & set(got)
+    assert sketch_compression("")
     downgrade(s, "0015")
     assert set(payload) <= set(analysed())
     upgrade(s)
