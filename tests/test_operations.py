@@ -432,11 +432,11 @@ def test_systemd_units_verify(tmp_path: Path) -> None:
 
 
 async def test_payload_columns_get_no_planner_statistics_both_ways(fresh_db: str) -> None:
-    """Migrations 0016 and 0017: ANALYZE gathers statistics for the columns the lookups filter on
+    """Migrations 0016 and 0018: ANALYZE gathers statistics for the columns the lookups filter on
     and none for the wide payload columns (0016) nor the candidate-key array, whose element
-    statistics no estimate reads (0017, which also gives the sketch arrays lz4 compression where
+    statistics no estimate reads (0018, which also gives the sketch arrays lz4 compression where
     the server has it); each downgrade gives its columns back the server's statistics target (and
-    0017's the default compression)."""
+    0018's the default compression)."""
     from daemon.backends.base import IndexDocument
     from daemon.backends.postgres import PostgresBackend
 
@@ -475,7 +475,7 @@ async def test_payload_columns_get_no_planner_statistics_both_ways(fresh_db: str
     assert {"deleted", "record_id", "table_name", "version"} <= set(got)
     assert not (set(payload) | {"key_hashes"}) & set(got)
     assert sketch_compression("l")
-    downgrade(s, "0016")
+    downgrade(s, "0017")
     got = analysed()
     assert "key_hashes" in got and not set(payload) & set(got)
     assert sketch_compression("")

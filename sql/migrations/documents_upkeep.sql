@@ -1,4 +1,4 @@
--- Cheaper upkeep of the index table (migration 0017): no planner statistics for the candidate-key
+-- Cheaper upkeep of the index table (migration 0018): no planner statistics for the candidate-key
 -- array, and lz4 for the sketch arrays when a write compresses them.
 --
 -- key_hashes without statistics. ANALYZE's element statistics of key_hashes (most common elements

@@ -1,4 +1,4 @@
--- Undo migration 0017: the candidate-key array gets the server's statistics target again, and the
+-- Undo migration 0018: the candidate-key array gets the server's statistics target again, and the
 -- sketch arrays the default compression (for values written from now on).
 ALTER TABLE nearsync.documents ALTER COLUMN key_hashes SET STATISTICS -1;
 ALTER TABLE nearsync.documents ALTER COLUMN bottomk SET COMPRESSION default,

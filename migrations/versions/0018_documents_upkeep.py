@@ -1,15 +1,15 @@
 """Cheaper upkeep of the index table: no planner statistics for ``key_hashes``, lz4 for the sketch arrays.
 
-Revision ID: 0017
-Revises: 0016
+Revision ID: 0018
+Revises: 0017
 """
 
 from alembic import op
 
 from daemon.db.queries import script
 
-revision = "0017"
-down_revision = "0016"
+revision = "0018"
+down_revision = "0017"
 branch_labels = None
 depends_on = None
 
