@@ -384,6 +384,18 @@ def cmd_lsh(args: argparse.Namespace) -> int:
 
 # -- parser ----------------------------------------------------------------------------------------
 
+class _Parser(argparse.ArgumentParser):
+    """The top-level parser: its epilog (:func:`_lsh_epilog`, which imports the signature code:
+    numpy, the stemmers, ~0.3 s of CPU) is made when the help is printed, not when the parser is
+    built for every command."""
+
+    def format_help(self) -> str:
+        """The help text, with the LSH epilog made on first use."""
+        if self.epilog is None:
+            self.epilog = _lsh_epilog()
+        return super().format_help()
+
+
 def _lsh_epilog() -> str:
     try:
         from daemon.signatures import lsh_params, s_curve_table
@@ -424,12 +436,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "classified: classified ads, one seller's reposts; products: listings from independent "
                              "shops or feeds). Give the indexer (run, reindex), dedup and serve the same one")
 
-    p = argparse.ArgumentParser(prog="nearsync", description=DESCRIPTION, epilog=_lsh_epilog(),
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _Parser(prog="nearsync", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"nearsync {__version__}")
     p.add_argument("--debug", action="store_true",
                    help="print the traceback of a failure (default: one line naming the problem)")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=argparse.ArgumentParser)
 
     m = sub.add_parser("migrate", parents=[common], help="create/upgrade the nearsync schema and attach triggers",
                        description="Run the Alembic migrations (idempotent) and re-attach triggers if the "

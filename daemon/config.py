@@ -264,7 +264,8 @@ class DaemonSettings:
             (:data:`DEFAULT_CONCURRENCY`, :data:`PLAIN_SYNC_CONCURRENCY`).
         batch_floor / batch_ceiling: bounds (rows) of the adaptive batch size; ``None``:
             ``batch_size // 10`` (the index backend's write size with signatures when it has one,
-            see :meth:`for_write_rows`) and ``batch_size * 8``.
+            see :meth:`for_write_rows`, and at least the signature pool's ``min_parallel``, see
+            :func:`daemon.service.build_indexer`) and ``batch_size * 8``.
         batch_target_s: the batch duration (s) the adaptive batch size holds: a slower batch halves
             it, a full batch faster than half of it grows it by half.
         index_chunk_rows: rows per part of a large indexing batch (each part is written as soon as

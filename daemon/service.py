@@ -131,6 +131,13 @@ class Indexer:
 async def build_indexer(settings: Settings, backend: IndexBackend) -> Indexer:
     """Validate everything (fail fast) and build the indexing loop over an opened backend.
 
+    Unless ``[daemon] batch_floor`` is set, a backlog is claimed in batches of at least the index
+    backend's preferred write size (:meth:`~daemon.config.DaemonSettings.for_write_rows`) and, with
+    a signature pool, at least the pool's ``min_parallel`` rows: a batch halved below it (one over
+    ``batch_target_s``, e.g. the first batch of a reindex while the workers start) would be signed
+    inline, on the daemon's one core, with the workers idle (a 20,000-ad reindex signed its second
+    batch, 250 rows, that way). Fewer waiting rows are still claimed at once.
+
     Raises:
         ConfigError, SchemaError, psycopg.OperationalError.
     """
@@ -142,7 +149,9 @@ async def build_indexer(settings: Settings, backend: IndexBackend) -> Indexer:
     write_rows = preferred_write_rows(backend) if builder.signed else None
     handler = IndexHandler(table, builder, backend, settings.daemon.chunk_rows_for(signed=builder.signed,
                                                                                    preferred=write_rows))
-    loop = QueueLoop(settings.require_dsn(), INDEX_QUEUE, handler, settings.daemon.for_write_rows(write_rows),
+    pool_rows = handler.signer.min_parallel if handler.signer.workers >= 2 else 0
+    loop = QueueLoop(settings.require_dsn(), INDEX_QUEUE, handler,
+                     settings.daemon.for_write_rows(max(write_rows or 0, pool_rows) or None),
                      next_queue=DEDUP_QUEUE if dedup_enabled(settings) else None, name="nearsync.indexer",
                      concurrency=settings.daemon.concurrency_for(INDEX_QUEUE, signed=builder.signed))
     return Indexer(loop, backend, table, handler.signer)

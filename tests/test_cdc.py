@@ -437,6 +437,23 @@ async def test_signature_pool_broken_by_a_killed_worker_builds_inline(settings: 
         pool.close()
 
 
+async def test_a_backlog_is_never_claimed_in_batches_the_pool_would_sign_inline(settings: Settings) -> None:
+    """With a signature pool, the indexer's adaptive batch size does not halve below the pool's
+    ``min_parallel`` (those rows would be signed in the daemon's own process, the workers idle),
+    unless ``batch_floor`` says otherwise; plain sync (no pool) keeps the default floor."""
+    from daemon.service import build_indexer, opened_backend
+
+    async with opened_backend(settings) as backend:
+        signed = await build_indexer(settings, backend)
+        if signed.signer.workers >= 2:  # a pool (at least 2 CPUs)
+            assert signed.loop.sizer.floor >= signed.signer.min_parallel  # a search backend's write size: more
+            assert signed.loop.sizer.update(10, signed.loop.sizer.limit, 60.0) >= signed.signer.min_parallel
+        pinned = await build_indexer(with_daemon(settings, batch_floor=20), backend)
+        assert pinned.loop.sizer.floor == 20
+        plain = await build_indexer(replace(settings, signatures={**settings.signatures, "enabled": False}), backend)
+        assert plain.signer.workers == 0 and plain.loop.sizer.floor == settings.daemon.batch_bounds()[0]
+
+
 @pytest.mark.parametrize("backend_name", ["opensearch", "elasticsearch"], indirect=True)
 async def test_index_mapping_error_dead_letters_that_record_only(settings: Settings) -> None:
     """A document the search server rejects permanently (400: ``created_at`` is not a date) is

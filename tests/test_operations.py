@@ -180,6 +180,31 @@ def test_migrations_are_idempotent_and_reversible(fresh_db: str) -> None:
     assert upgrade(s)["to"] == head_revision(s)
 
 
+def test_head_revision_is_alembics_without_importing_it(tmp_path: Path) -> None:
+    """The newest migration read from the scripts' own assignments is the one Alembic finds; a merge
+    has one head, a branch not merged is refused; and opening the source table's code does not
+    import Alembic or SQLAlchemy (a fresh interpreter)."""
+    from alembic.script import ScriptDirectory
+
+    from daemon.db.migrations import head_revision_id, migrations_dir
+
+    assert head_revision_id() == ScriptDirectory(str(migrations_dir())).get_current_head()
+    versions = tmp_path / "versions"
+    versions.mkdir()
+    scripts = {"a": None, "b": "a", "c": "a", "m": ("b", "c")}
+    for rev, down in scripts.items():
+        (versions / f"{rev}_x.py").write_text(f'"""doc."""\nrevision = {rev!r}\ndown_revision = {down!r}\n')
+    (versions / "helpers.py").write_text("X = 1\n")  # not a migration script
+    assert head_revision_id(tmp_path) == "m"
+    (versions / "m_x.py").unlink()
+    with pytest.raises(ValueError, match="2 heads"):
+        head_revision_id(tmp_path)
+    probe = ("import sys; from daemon.db.migrations import head_revision_id; import daemon.capture.source; "
+             "head_revision_id(); print(sorted(m for m in ('alembic', 'sqlalchemy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO)
+    assert out.stdout.strip() == "[]"
+
+
 @contextlib.asynccontextmanager
 async def _column_round_trip(fresh_db: str, doc: Any, column: str, down_to: str) -> AsyncIterator[Any]:
     """Write ``doc`` through the PostgreSQL backend, downgrade to ``down_to`` (the list stored in
@@ -407,9 +432,11 @@ def test_systemd_units_verify(tmp_path: Path) -> None:
 
 
 async def test_payload_columns_get_no_planner_statistics_both_ways(fresh_db: str) -> None:
-    """Migration 0016: ANALYZE gathers statistics for the columns the lookups filter on (the key
-    array among them, which the planner needs to pick the GIN index) and none for the wide payload
-    columns; its downgrade gives those back the server's statistics target."""
+    """Migrations 0016 and 0018: ANALYZE gathers statistics for the columns the lookups filter on
+    and none for the wide payload columns (0016) nor the candidate-key array, whose element
+    statistics no estimate reads (0018, which also gives the sketch arrays lz4 compression where
+    the server has it); each downgrade gives its columns back the server's statistics target (and
+    0018's the default compression)."""
     from daemon.backends.base import IndexDocument
     from daemon.backends.postgres import PostgresBackend
 
@@ -434,9 +461,24 @@ async def test_payload_columns_get_no_planner_statistics_both_ways(fresh_db: str
 
     with psycopg.connect(fresh_db, autocommit=True) as c:
         c.execute("DELETE FROM pg_statistic WHERE starelid = 'nearsync.documents'::regclass")  # superuser: the tests' server
+    def sketch_compression(expected: str) -> bool:
+        """The sketch arrays' compression is ``expected`` ("l": lz4, "": the default), or the
+        server has no lz4 (the migration then leaves the default)."""
+        with psycopg.connect(fresh_db, autocommit=True) as c:
+            lz4 = c.execute("SELECT count(*) FROM pg_settings WHERE name = 'default_toast_compression' "
+                            "AND 'lz4' = ANY(enumvals)").fetchone() == (1,)
+            rows = c.execute("SELECT attcompression FROM pg_attribute WHERE attrelid = 'nearsync.documents'::regclass "
+                             "AND attname IN ('bottomk', 'minhash')").fetchall()
+        return not lz4 or [r[0] for r in rows] == [expected, expected]
+
     got = analysed()
-    assert "key_hashes" in got and "record_id" in got
-    assert not set(payload) & set(got)
+    assert {"deleted", "record_id", "table_name", "version"} <= set(got)
+    assert not (set(payload) | {"key_hashes"}) & set(got)
+    assert sketch_compression("l")
+    downgrade(s, "0017")
+    got = analysed()
+    assert "key_hashes" in got and not set(payload) & set(got)
+    assert sketch_compression("")
     downgrade(s, "0015")
     assert set(payload) <= set(analysed())
     upgrade(s)
