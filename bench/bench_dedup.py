@@ -53,6 +53,7 @@ import json
 import os
 import pstats
 import random
+import resource
 import statistics
 import sys
 import time
@@ -187,7 +188,8 @@ async def drain_throughput(worker: Any, label: str, target: int = 2000, profile:
     if decoded0 is not None:
         decoded = worker.handler.backend.decoded - decoded0
         print(f"  documents read and decoded (not in the document cache): {decoded:,} = "
-              f"{decoded / max(1, done):.1f} per record", flush=True)
+              f"{decoded / max(1, done):.1f} per record; worker process peak resident memory "
+              f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB", flush=True)
     if pg0 is not None and pg1 is not None:
         print(f"  PostgreSQL CPU during the drain (its backends): {pg1 - pg0:.1f} s = "
               f"{(pg1 - pg0) * 1000 / max(1, done):.1f} ms per record", flush=True)
