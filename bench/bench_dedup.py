@@ -53,7 +53,6 @@ import json
 import os
 import pstats
 import random
-import resource
 import statistics
 import sys
 import time
@@ -79,6 +78,19 @@ from daemon.db.throwaway import ThrowawayPostgres  # noqa: E402
 from daemon.service import build_indexer, build_worker, open_source, opened_backend  # noqa: E402
 from daemon.capture.documents import DocumentBuilder, SignaturePool  # noqa: E402
 from daemon.capture.queue import Claimed  # noqa: E402
+
+
+def resident_mb() -> float:
+    """This process's resident memory (``VmRSS`` of ``/proc/self/status``) in MB; 0.0 where there is
+    no ``/proc``."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
 
 
 def pct(values: list[float], q: float) -> float:
@@ -188,8 +200,8 @@ async def drain_throughput(worker: Any, label: str, target: int = 2000, profile:
     if decoded0 is not None:
         decoded = worker.handler.backend.decoded - decoded0
         print(f"  documents read and decoded (not in the document cache): {decoded:,} = "
-              f"{decoded / max(1, done):.1f} per record; worker process peak resident memory "
-              f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB", flush=True)
+              f"{decoded / max(1, done):.1f} per record", flush=True)
+    print(f"  worker process resident memory after the drain: {resident_mb():,.0f} MB", flush=True)
     if pg0 is not None and pg1 is not None:
         print(f"  PostgreSQL CPU during the drain (its backends): {pg1 - pg0:.1f} s = "
               f"{(pg1 - pg0) * 1000 / max(1, done):.1f} ms per record", flush=True)
