@@ -168,7 +168,7 @@ def int64_bytes(values: Any) -> bytes | None:
     ints, as numpy reads it (such a value stays in the signature jsonb). An ``array('q')`` (as the
     backend reads these columns back, see :class:`~daemon.backends.doc_cache.PackedInt8ArrayLoader`)
     is its own bytes."""
-    if type(values) is array and values.typecode == "q":
+    if isinstance(values, array) and values.typecode == "q":
         return values.tobytes()
     if not isinstance(values, (list, tuple)):
         return None
