@@ -34,8 +34,10 @@ sources)::
     python bench/bench_dedup.py --corpus abt-buy --indexed 100000 --records 5000 --prewarm
     python bench/bench_dedup.py --corpus abt-buy --indexed 100000 --records 5000 --profile dedup.pstats
 
-It prints candidates per record, records/s per worker for the backlog and the single-record
-p50/p99. ``--profile FILE`` runs the backlog under cProfile in this process (the worker's side;
+It prints candidates per record, records/s per worker for the backlog, the documents the
+PostgreSQL backend read and decoded per record (its document cache's misses; ``--cached-documents
+N`` sets ``[index] cached_documents``), the worker's resident memory after the drain and the
+single-record p50/p99. ``--profile FILE`` runs the backlog under cProfile in this process (the worker's side;
 PostgreSQL's time is not in it), writes the raw statistics to FILE and prints where the time went
 per batch and per pair.
 
