@@ -45,8 +45,8 @@ earlier, wider measure); they are now :class:`PackedInts` (:class:`PackedInt8Arr
 Side's view shares the MinHash. So 20,000 hold ~160-290 MB of documents with their scoring values
 (by the two measures): a worker of ~200 MB before its cache stays well within ~600 MB, which a
 small machine (1-2 GB, the database elsewhere) can give a worker; classified ads, shorter than
-product listings, take less. The same memory as the lists took now holds ~27,000-32,000 documents. On a dense catalogue a 200-record
-lookup touches ~6,000 distinct candidates and product lines are found again by later batches: on
+product listings, take less. The same memory as the lists took now holds ~27,000-32,000
+documents. On a dense catalogue a 200-record lookup touches ~6,000 distinct candidates and product lines are found again by later batches: on
 the 20,000-listing dense bench (2026-11-26, busy) 10,000 documents missed ~28% of the candidates and
 20,000 cut the worker's CPU from 3.1-3.2 to 2.5-2.7 ms per record, with the same resident memory
 at the end of the drain (483 against 484 MB: the memory of the documents a smaller cache drops is
@@ -158,7 +158,7 @@ _ARRAY_HEADER = struct.Struct(">iiiii")
 length, lower bound (``array_send``, ``src/backend/utils/adt/arrayfuncs.c``)."""
 _INT8_ELEMENT = np.dtype([("len", ">i4"), ("value", ">i8")])
 """One ``bigint`` element of a binary array: its byte length (8) and its big-endian value."""
-_INT8_OID = 20
+_INT8_OID = 20  # bigint, the element type of the arrays this loader reads
 
 
 class PackedInts(array):
@@ -173,11 +173,14 @@ class PackedInts(array):
     __hash__ = None  # type: ignore[assignment]
 
     def __eq__(self, other: object) -> bool:
+        """Equal to a list or tuple of the same ints in the same order, or (as an ``array``) to an
+        array of the same values."""
         if isinstance(other, (list, tuple)):
             return len(self) == len(other) and self.tolist() == list(other)
         return array.__eq__(self, other)
 
     def __ne__(self, other: object) -> bool:
+        """The negation of :meth:`__eq__`."""
         return not self == other
 
 
