@@ -34,8 +34,10 @@ sources)::
     python bench/bench_dedup.py --corpus abt-buy --indexed 100000 --records 5000 --prewarm
     python bench/bench_dedup.py --corpus abt-buy --indexed 100000 --records 5000 --profile dedup.pstats
 
-It prints candidates per record, records/s per worker for the backlog and the single-record
-p50/p99. ``--profile FILE`` runs the backlog under cProfile in this process (the worker's side;
+It prints candidates per record, records/s per worker for the backlog, the documents the
+PostgreSQL backend read and decoded per record (its document cache's misses; ``--cached-documents
+N`` sets ``[index] cached_documents``), the worker's resident memory after the drain and the
+single-record p50/p99. ``--profile FILE`` runs the backlog under cProfile in this process (the worker's side;
 PostgreSQL's time is not in it), writes the raw statistics to FILE and prints where the time went
 per batch and per pair.
 
@@ -80,6 +82,19 @@ from daemon.capture.documents import DocumentBuilder, SignaturePool  # noqa: E40
 from daemon.capture.queue import Claimed  # noqa: E402
 
 
+def resident_mb() -> float:
+    """This process's resident memory (``VmRSS`` of ``/proc/self/status``) in MB; 0.0 where there is
+    no ``/proc``."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
 def pct(values: list[float], q: float) -> float:
     """The ``q``-th percentile (0..100) of ``values`` (nearest rank)."""
     s = sorted(values)
@@ -87,11 +102,12 @@ def pct(values: list[float], q: float) -> float:
 
 
 def bench_settings(dsn: str, concurrency: int | None = None, *, products: bool = False,
-                   batch_size: int = 2000) -> Any:
+                   batch_size: int = 2000, cached_documents: int | None = None) -> Any:
     """Settings of the bench's daemon and worker (``batch_size`` records per batch; ``concurrency``
     None: the worker's default). ``products``: the product-listing settings of ``nearsync evaluate``
     on a set with a source column (:data:`PRODUCT_PROFILE`, global scope, best match per source,
-    cross-source only) instead of the defaults (user scope)."""
+    cross-source only) instead of the defaults (user scope). ``cached_documents``: ``[index]
+    cached_documents`` (None: the daemon's default)."""
     daemon: dict[str, Any] = {"batch_size": batch_size, "poll_interval_s": 0.5}
     if concurrency:
         daemon["concurrency"] = concurrency
@@ -99,6 +115,8 @@ def bench_settings(dsn: str, concurrency: int | None = None, *, products: bool =
     if products:
         cfg = json.loads(json.dumps(PRODUCT_PROFILE))
         cfg["dedup"] |= {"best_match_per_source": True, "cross_source_only": True}
+    if cached_documents is not None:
+        cfg["index"] = {"cached_documents": cached_documents}
     return settings_from_mapping({"database": {"dsn": dsn}, "source": {"create_reference_table": True},
                                   "daemon": daemon, **cfg}, env={})
 
@@ -162,6 +180,7 @@ async def drain_throughput(worker: Any, label: str, target: int = 2000, profile:
     record. ``profile``: run the drain under cProfile, write the statistics to that file and print
     :func:`print_profile`'s summary."""
     prof = cProfile.Profile(time.process_time) if profile else None
+    decoded0 = getattr(worker.handler.backend, "decoded", None)  # PostgresBackend: documents parsed (cache misses)
     async with worker.session():
         pg0 = postgres_cpu_s(worker.dsn)
         t0, c0 = time.perf_counter(), time.process_time()
@@ -180,6 +199,11 @@ async def drain_throughput(worker: Any, label: str, target: int = 2000, profile:
           f"links {worker.totals.get('links', 0):,}, flags {worker.totals.get('flags', 0):,}; "
           f"worker process CPU {cpu:.1f} s = {cpu / t_dedup:.0%} of the wall time ({cpu * 1000 / max(1, done):.1f} ms "
           f"per record)", flush=True)
+    if decoded0 is not None:
+        decoded = worker.handler.backend.decoded - decoded0
+        print(f"  documents read and decoded (not in the document cache): {decoded:,} = "
+              f"{decoded / max(1, done):.1f} per record", flush=True)
+    print(f"  worker process resident memory after the drain: {resident_mb():,.0f} MB", flush=True)
     if pg0 is not None and pg1 is not None:
         print(f"  PostgreSQL CPU during the drain (its backends): {pg1 - pg0:.1f} s = "
               f"{(pg1 - pg0) * 1000 / max(1, done):.1f} ms per record", flush=True)
@@ -395,15 +419,17 @@ async def load_corpus(settings: Any, listings: list[Any], batch: int = 2000, reu
 
 async def run_corpus(dsn: str, indexed: int, backlog: int, samples: int, *, reuse: bool = False,
                      concurrency: int | None = None, seed: int = 5, warm: bool = False, shops: int = 8,
-                     corpus_seed: int = 18, batch_size: int = 500, profile: str | None = None) -> None:
+                     corpus_seed: int = 18, batch_size: int = 500, profile: str | None = None,
+                     cached_documents: int | None = None) -> None:
     """``--corpus abt-buy`` (see the module docstring): build the product corpus, index it, put a
-    backlog of ``backlog`` random listings through the worker, then time ``samples`` one by one."""
+    backlog of ``backlog`` random listings through the worker, then time ``samples`` one by one
+    (``cached_documents``: the backend's document cache bound, None: the daemon's default)."""
     from bench.corpus_products import build_corpus
 
     data = default_data_dir()
     if data is None or not (data / "abt-buy" / "Abt.csv").is_file():
         raise SystemExit("--corpus abt-buy needs ../shared/data/abt-buy (or NEARSYNC_DATA)")
-    settings = bench_settings(dsn, concurrency, products=True, batch_size=batch_size)
+    settings = bench_settings(dsn, concurrency, products=True, batch_size=batch_size, cached_documents=cached_documents)
     upgrade(settings)
     t0 = time.perf_counter()
     listings = build_corpus(indexed, seed=corpus_seed, data_dir=data, shops=shops)
@@ -454,6 +480,9 @@ def main() -> None:
     ap.add_argument("--profile", metavar="FILE",
                     help="with --corpus abt-buy: run the backlog under cProfile, write the statistics to FILE "
                          "and print where the time went")
+    ap.add_argument("--cached-documents", type=int,
+                    help="with --corpus abt-buy: [index] cached_documents, the PostgreSQL backend's document "
+                         "cache bound (default: the daemon's, 20,000)")
     args = ap.parse_args()
     configure_logging("warning")
     if args.corpus == "abt-buy":
@@ -464,7 +493,7 @@ def main() -> None:
             asyncio.run(run_corpus(dsn, args.indexed, args.records, args.samples, reuse=args.reuse,
                                    concurrency=args.concurrency, seed=args.seed, warm=args.prewarm, shops=args.shops,
                                    corpus_seed=args.corpus_seed, batch_size=args.batch_size or 500,
-                                   profile=args.profile))
+                                   profile=args.profile, cached_documents=args.cached_documents))
         if args.dsn:
             corpus(args.dsn)
         else:

@@ -5,9 +5,11 @@ batched lookups return exactly what one lookup each returns."""
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import AsyncIterator
 from typing import Any
 
+import numpy as np
 import pytest
 
 from daemon.backends.base import SCOPE_KEY, CandidateQuery, DeleteOp, IndexDocument
@@ -60,7 +62,7 @@ async def test_a_shared_candidate_is_one_object_decoded_once(be: PostgresBackend
     assert found[0][0].document is found[1][0].document  # "1", found by two lookups
     assert found[0][1].document is found[1][1].document is found[2][0].document  # "2", by three
     assert len(parses) == 3 * 4  # three documents, four JSON columns each: once per document
-    assert found[1][0].document.signature["minhash"] == [1, 2, 3]  # the bigint[] columns are put back
+    assert found[1][0].document.signature["minhash"] == array("q", [1, 2, 3])  # the bigint[] columns are put back
     again = await be.candidates_many(T, [CandidateQuery(["b2:b"], {})])
     assert len(parses) == 12  # cached: nothing parsed again
     assert again[0][0].document is found[1][0].document
@@ -236,3 +238,23 @@ async def test_a_large_scopes_count_stops_early_through_the_scope_index(be: Post
     read = [n["Actual Rows"] * n["Actual Loops"] for n in nodes
             if n.get("Index Name") in ("documents_scope", "documents_key_hashes")]
     assert max(read) <= 2 * 200, f"a scan read {max(read)} index entries: the large scope was read whole"  # limit + 1 per scope
+
+
+async def test_sketches_are_read_as_int64_arrays_and_written_back_unchanged(be: PostgresBackend) -> None:
+    """``bottomk`` and ``minhash`` come back as ``array('q')`` with every value (the int64 extremes
+    included) in order; the scorer's numpy view of the MinHash shares its memory; a document read
+    and written again (as a rebuild does) stores the same arrays."""
+    extremes = [-(2**63), -1, 0, 1, 2**63 - 1]
+    original = doc("1", 3, ["b1:a"])
+    original.signature |= {"minhash": extremes, "bottomk": []}
+    await be.write([original], [])
+    got = (await be.get(T, ["1"]))["1"]
+    assert got.signature["minhash"] == array("q", extremes) and list(got.signature["minhash"]) == extremes
+    assert got.signature["bottomk"] == array("q")
+    view = np.asarray(got.signature["minhash"], dtype=np.int64)
+    assert np.shares_memory(view, got.signature["minhash"]) and view.tolist() == extremes
+    again = IndexDocument(table=T, record_id="2", version=4, fields=got.fields, scope=got.scope, keys=got.keys,
+                          signature=got.signature)
+    await be.write([again], [])
+    back = (await be.get(T, ["2"]))["2"]
+    assert (back.signature, back.keys, back.fields) == (got.signature, got.keys, got.fields)

@@ -68,7 +68,10 @@ class IndexDocument:
         scope: scope name -> value (e.g. ``{"user": "42"}``); candidates are only looked up within
             the same scope values. Empty for a global scope.
         keys: candidate keys (LSH band keys, simhash block keys, super tokens), each a short str.
-        signature: the serialised signature (``Signature.to_document()``), JSON-serialisable.
+        signature: the serialised signature (``Signature.to_document()``), JSON-serialisable as
+            written. As read back from the PostgreSQL backend its ``bottomk`` and ``minhash`` are
+            :class:`~daemon.backends.doc_cache.PackedInts` (an ``array('q')``: the same int64 values
+            in order, equal to the list of them, ~5x less memory); ``list()`` gives the list.
         encoded: ``None``, or the form a backend writes, made ahead by that backend's
             ``document_encoder`` (see :class:`IndexBackend`) in the indexer's signature worker
             processes. When it is set, ``fields``, ``keys`` and ``signature`` may be empty: the

@@ -19,9 +19,12 @@ and the ops tools).
 
 from __future__ import annotations
 
+from array import array
 from collections import OrderedDict
+import struct
 from typing import Any
 
+import numpy as np
 from psycopg.adapt import Loader
 from psycopg.errors import DataError
 from psycopg.pq import Format
@@ -32,19 +35,26 @@ DocKey = tuple[str, str, int]
 """``(table, record_id, version)``."""
 
 DEFAULT_CACHED_DOCUMENTS = 20_000
-"""Default bound of :class:`DocumentCache` (documents). A decoded product listing of the Abt-Buy
-bench corpus takes ~14.5 kB of Python objects (measured with ``tracemalloc`` over 3,000 of them; its
-128-value MinHash is ~5 kB of it), and the scorer's values prepared on it (the
-:class:`~daemon.scoring.side.Side` the dedup worker keeps on a document) ~4.6 kB more, so 20,000
-hold ~300 MB of documents, ~400 MB with their scoring values at most: a worker of ~200 MB before
-its cache stays within ~600 MB, which a small machine (1-2 GB, the database elsewhere) can give a
-worker; classified ads, shorter than product listings, take less. On a dense catalogue a 200-record
-lookup touches ~6,000 distinct candidates and product lines are found again by later batches: on
-the 20,000-listing dense bench (2026-11-26, busy) 10,000 documents missed ~28% of the candidates and
-20,000 cut the worker's CPU from 3.1-3.2 to 2.5-2.7 ms per record, with the same resident memory
-at the end of the drain (483 against 484 MB: the memory of the documents a smaller cache drops is
-kept by the allocator for the next ones). Lower it (``[index] cached_documents``) on a machine short
-of memory, raise it on one with memory to spare; 50,000 would be ~750-950 MB."""
+"""Default bound of :class:`DocumentCache` (documents). A decoded product listing of the Abt-Buy bench
+corpus takes ~6.4 kB of Python objects, and the scorer's values prepared on it (the
+:class:`~daemon.scoring.side.Side` the dedup worker keeps on a document) ~1.5 kB more after its
+first pair (``tracemalloc`` over 3,000 of them, 2026-11-27; more once scored against many records).
+Until 2026-11-27 its ``bottomk`` and 128-value ``minhash`` were lists of Python ints and the Side
+held a numpy copy of the MinHash: ~10.9 and ~2.0 kB measured the same way (~14.5 and ~4.6 kB by an
+earlier, wider measure); they are now :class:`PackedInts` (:class:`PackedInt8ArrayLoader`) and the
+Side's view shares the MinHash. So 20,000 hold ~160-290 MB of documents with their scoring values
+(by the two measures): a worker of ~200 MB before its cache stays well within ~600 MB, which a small
+machine (1-2 GB, the database elsewhere) can give a worker; classified ads, shorter than product
+listings, take less. The same memory as the lists took now holds ~27,000-32,000 documents. On a
+dense catalogue a 200-record lookup touches ~6,000 distinct candidates and product lines are found
+again by later batches: on the 20,000-listing dense bench (2026-11-26, busy) 10,000 documents missed
+~28% of the candidates and 20,000 cut the worker's CPU from 3.1-3.2 to 2.5-2.7 ms per record, with
+the same resident memory at the end of the drain (483 against 484 MB: the memory of the documents a
+smaller cache drops is kept by the allocator for the next ones); on the 100,000-listing one
+(2026-11-27, busy) 30,000 instead of 20,000 read 24.5-24.9 instead of 29.8-30.3 documents per record
+and took 3.6-3.9 instead of 4.3 ms of worker CPU per record (docs/benchmarks.md). Lower it
+(``[index] cached_documents``) on a machine short of memory, raise it on one with memory to spare;
+50,000 would be ~400-700 MB."""
 
 
 class DocumentCache:
@@ -141,3 +151,70 @@ class RawJsonbLoader(Loader):
         if data[:1] != b"\x01":
             raise DataError(f"unknown jsonb binary format: {bytes(data[:1])!r}")
         return bytes(data[1:])
+
+
+_ARRAY_HEADER = struct.Struct(">iiiii")
+"""PostgreSQL's binary array header for one dimension: ndim, has-nulls flag, element type OID,
+length, lower bound (``array_send``, ``src/backend/utils/adt/arrayfuncs.c``)."""
+_INT8_ELEMENT = np.dtype([("len", ">i4"), ("value", ">i8")])
+"""One ``bigint`` element of a binary array: its byte length (8) and its big-endian value."""
+_INT8_OID = 20  # bigint, the element type of the arrays this loader reads
+
+
+class PackedInts(array):
+    """An ``array('q')`` (signed 64-bit ints, 8 bytes each) that also compares equal to a list or
+    tuple of the same ints in the same order, as the list of ints it stands for did: a document read
+    back from the index equals the document written (``doc.signature == written.signature``).
+    Otherwise an ``array``: indexing, iteration, ``len``, the buffer protocol (``np.asarray``
+    shares its memory), pickling; unhashable, like the list. Made by
+    :class:`PackedInt8ArrayLoader` as ``PackedInts("q", ...)``."""
+
+    __slots__ = ()
+    __hash__ = None  # type: ignore[assignment]
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to a list or tuple of the same ints in the same order, or (as an ``array``) to an
+        array of the same values."""
+        if isinstance(other, (list, tuple)):
+            return len(self) == len(other) and self.tolist() == list(other)
+        return array.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        """The negation of :meth:`__eq__`."""
+        return not self == other
+
+
+class PackedInt8ArrayLoader(Loader):
+    """Binary ``bigint[]`` loader that returns a :class:`PackedInts` (an ``array('q')``: native
+    int64, 8 bytes a value) instead of a list of Python ints.
+
+    Registered on the cursors that read documents (:meth:`PostgresBackend._cursor
+    <daemon.backends.postgres.PostgresBackend._cursor>`) for their ``bottomk`` and ``minhash``
+    columns. A cached document keeps them: a 128-value MinHash is ~1.1 kB as an ``array('q')``
+    against ~5.2 kB as a list (1 kB of pointers and 128 int objects of 32 bytes), and the scorer's
+    numpy view of it (:meth:`Side.minhash <daemon.scoring.side.Side.minhash>`, ``np.asarray``)
+    shares its memory instead of copying it. The values are the same signed 64-bit ints in the
+    same order: a :class:`PackedInts` indexes, iterates and compares like the list did (``list(a)``
+    gives the list), and :func:`~daemon.backends.pg_encoding.int64_bytes`
+    writes it back as it was read.
+    """
+
+    format = Format.BINARY
+
+    def load(self, data: Any) -> PackedInts:
+        """The values of one binary one-dimensional ``bigint[]`` without NULL elements, in order.
+
+        Raises:
+            psycopg.errors.DataError: another element type, more than one dimension, or NULL
+                elements (the backend never writes such arrays).
+        """
+        if len(data) < 12 or int.from_bytes(data[:4], "big") == 0:
+            return PackedInts("q")  # ndim 0: the empty array (its header has only ndim, flags, OID)
+        ndim, has_null, oid, length, _lower = _ARRAY_HEADER.unpack_from(data)
+        if ndim != 1 or has_null or oid != _INT8_OID:
+            raise DataError(f"expected a one-dimensional bigint[] without NULLs, got ndim {ndim}, "
+                            f"has_null {has_null}, element OID {oid}")
+        values = np.frombuffer(data, dtype=_INT8_ELEMENT, count=length, offset=_ARRAY_HEADER.size)["value"]
+        out = PackedInts("q")
+        out.frombytes(values.astype(np.int64).tobytes())
+        return out

@@ -25,6 +25,7 @@ benchmark section has the figures and ``bench/bench_cdc.py`` the throughput).
 
 from __future__ import annotations
 
+from array import array
 import json
 from math import isfinite
 import struct
@@ -164,7 +165,11 @@ copy); the same bytes and the same range checks."""
 
 def int64_bytes(values: Any) -> bytes | None:
     """``values`` as native int64 bytes, or ``None`` when it is not a list or tuple of signed 64-bit
-    ints, as numpy reads it (such a value stays in the signature jsonb)."""
+    ints, as numpy reads it (such a value stays in the signature jsonb). An ``array('q')`` (as the
+    backend reads these columns back, see :class:`~daemon.backends.doc_cache.PackedInt8ArrayLoader`)
+    is its own bytes."""
+    if isinstance(values, array) and values.typecode == "q":
+        return values.tobytes()
     if not isinstance(values, (list, tuple)):
         return None
     if not values:

@@ -28,7 +28,7 @@ from daemon.backends.base import (
     WriteResult,
     lookup_keys,
 )
-from daemon.backends.doc_cache import DEFAULT_CACHED_DOCUMENTS, DocumentCache, RawJsonbLoader
+from daemon.backends.doc_cache import DEFAULT_CACHED_DOCUMENTS, DocumentCache, PackedInt8ArrayLoader, RawJsonbLoader
 from daemon.backends.pg_encoding import (
     ARRAY_COLUMNS,
     EncodedDocument,
@@ -41,7 +41,7 @@ from daemon.backends.pg_encoding import (
 from daemon.errors import ConfigError
 from daemon.logs import get_logger
 from daemon.db import jsoncodec
-from daemon.db.arrays import Int4Array, Int8Array
+from daemon.db.arrays import INT8_ARRAY_OID, Int4Array, Int8Array
 from daemon.db.pool import IdleCheck, configure_session
 from daemon.db.queries import query
 
@@ -69,8 +69,8 @@ class PostgresBackend:
         pool_size: max connections (default 4).
         connect_timeout_s: how long to wait for a connection before raising TransientIndexError.
         cached_documents: most decoded documents kept in memory (LRU, default
-            :data:`~daemon.backends.doc_cache.DEFAULT_CACHED_DOCUMENTS`, 20,000; ~15 kB each for a
-            product listing with its MinHash; ``0``: no cache), keyed by ``(table, record_id, version)`` so
+            :data:`~daemon.backends.doc_cache.DEFAULT_CACHED_DOCUMENTS`, 20,000; ~6.5-8 kB each for a
+            product listing with its MinHash and scoring values; ``0``: no cache), keyed by ``(table, record_id, version)`` so
             an entry is never stale (see :mod:`daemon.backends.doc_cache`). ``[index]
             cached_documents`` sets it.
 
@@ -98,6 +98,9 @@ class PostgresBackend:
         if not isinstance(cached_documents, int) or isinstance(cached_documents, bool) or cached_documents < 0:
             raise ConfigError("index.cached_documents", f"must be a whole number >= 0, got {cached_documents!r}")
         self._cache = DocumentCache(cached_documents)
+        self.decoded = 0
+        """Documents parsed so far (read because the cache did not hold their version; the
+        benchmarks report it per record)."""
         self._written = 0
         self._analyze_at = ANALYZE_FIRST_AT
         idle_check = IdleCheck()  # ping on borrow only after 1 s idle (a round trip per borrow otherwise)
@@ -238,6 +241,7 @@ class PostgresBackend:
             if doc is None:
                 doc = self._decode(table, r)
                 cache.put(key, doc)
+                self.decoded += 1
             out[r[0]] = doc
         return out
 
@@ -254,8 +258,8 @@ class PostgresBackend:
         sig = loads(signature) if signature is not None else None
         sig = sig or {}
         for name, value in zip(ARRAY_COLUMNS, arrays, strict=True):  # stored apart (see upsert_documents)
-            if value is not None:
-                sig[name] = value if type(value) is list else list(value)
+            if value is not None:  # an array('q') from a _cursor (PackedInt8ArrayLoader), kept as it is
+                sig[name] = value
         if keys is not None:
             key_list = loads(keys) or []
         else:  # not stored: the signature's own keys (see pg_encoding.keys_of); none for plain sync
@@ -267,10 +271,12 @@ class PostgresBackend:
 
     @staticmethod
     def _cursor(conn: psycopg.AsyncConnection[Any]) -> psycopg.AsyncCursor[Any]:
-        """A binary cursor that leaves ``jsonb`` values unparsed (bytes, see :class:`RawJsonbLoader`),
-        for :meth:`_documents`."""
+        """A binary cursor that leaves ``jsonb`` values unparsed (bytes, see :class:`RawJsonbLoader`)
+        and reads ``bigint[]`` values as ``array('q')`` (:class:`PackedInt8ArrayLoader`), for
+        :meth:`_documents`."""
         cur = conn.cursor(binary=True)
         cur.adapters.register_loader("jsonb", RawJsonbLoader)
+        cur.adapters.register_loader(INT8_ARRAY_OID, PackedInt8ArrayLoader)
         return cur
 
     async def get(self, table: str, record_ids: Sequence[str]) -> dict[str, IndexDocument]:
