@@ -370,7 +370,7 @@ async def time_backlog(dsn: str, settings: Any, indexed: int, backlog: int, samp
                                                     "ops": ["U"] * len(ids)})
     async with opened_backend(settings) as backend:
         worker = await build_worker(settings, backend)
-        heap.settle()  # as `nearsync dedup` does once started (garbage-collector thresholds)
+        heap.settle(batches=True)  # as `nearsync dedup` does once started (the collector runs after batches)
         await drain_throughput(worker, label, target=target, profile=profile)
         await single_record_latency(dsn, worker, [str(i) for i in rng.sample(range(1, indexed + 1), samples)], indexed)
 

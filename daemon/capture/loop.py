@@ -58,6 +58,7 @@ from psycopg import sql
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential
 
+from daemon import heap
 from daemon.backends.base import TransientIndexError
 from daemon.config import DaemonSettings
 from daemon.logs import get_logger
@@ -504,6 +505,7 @@ class QueueLoop:
             await self._bury(conn, queue, s.poison)
             if s.handle:
                 await self._handle(conn, queue, lane, s.handle, t0, limit)
+        heap.after_batch()  # what the batch left alive (cached documents) out of later collections
         return len(batch)
 
     async def _bury(self, conn: psycopg.AsyncConnection[Any], queue: Queue, poison: Sequence[Claimed]) -> None:
