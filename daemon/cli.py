@@ -137,7 +137,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
             indexer.signer.start()  # the first large batch need not wait for the workers to start
         indexer.loop.install_signal_handlers()
         async with serving(indexer.loop, settings, backend, indexer.table.name):
-            heap.settle(batches=True)
+            heap.settle()
             await indexer.loop.run()
     return 0
 
@@ -212,7 +212,7 @@ async def cmd_reindex(args: argparse.Namespace) -> int:
             report = await verify(settings, backend, sample=args.sample, repair=args.repair)
             _print(report, args.json)
             return EXIT_PROBLEM if report["drift"] and not report["repaired"] else 0
-        heap.settle(batches=True)  # as `nearsync run` does: the main process's collector ran every 700 allocations,
+        heap.settle()  # as `nearsync run` does: the main process's collector ran every 700 allocations,
         # walking the pages' rows and documents (~15 µs of CPU per signed row on a 20,000-row reindex)
         report = await reindex(settings, backend, page_size=args.page_size, resume=not args.restart,
                                from_scratch=args.from_scratch, progress=not args.no_progress)
