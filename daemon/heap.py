@@ -36,9 +36,15 @@ than 2: a starting dedup worker fills its document cache from nothing, and each 
 cost a full pass over a heap that holds no garbage (4 full collections, 0.6 s, over the first
 3,000 records of the 20,000-listing bench)."""
 
-_settled = False
+GROWTH_CHECK_EVERY_S = 10.0
+"""Seconds between two checks of :data:`HEAP_GROWTH` in batch mode. Counting the frozen objects
+(``gc.get_freeze_count``) walks every one of them: ~11 ms for 1,000,000, which after every batch
+would cost a realtime worker's one-record batches more than the rest of their handling. Every 10 s
+it is ~0.1% of a core, and the valve reacts at most 10 s late."""
+
 _batches = False
 _last_full = 0.0
+_last_check = 0.0
 _live_after_full = 0
 
 
@@ -55,13 +61,13 @@ def settle(*, batches: bool = False) -> None:
             ``reindex``, whose batches keep little alive: a signed 20,000-ad reindex measured no
             gain (3,077-3,268 against 3,115-4,040 docs/s, 2 rounds alternated, load ~1.5).
     """
-    global _settled, _batches, _last_full, _live_after_full
+    global _batches, _last_full, _last_check, _live_after_full
     gc.collect()
     gc.freeze()
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(YOUNG_THRESHOLD, older, oldest)
-    _settled, _batches, _last_full = True, batches, time.monotonic()
-    _live_after_full = gc.get_freeze_count()
+    _batches, _last_full = batches, time.monotonic()
+    _last_check, _live_after_full = _last_full, gc.get_freeze_count()
     if batches:
         gc.disable()
 
@@ -70,7 +76,8 @@ def after_batch(now: float | None = None) -> bool:
     """In batch mode (:func:`settle` with ``batches=True``): freeze what is alive after a batch
     (``gc.freeze``, no scan), and collect in full (``gc.unfreeze``, ``gc.collect``, freeze again)
     every :data:`FULL_COLLECTION_EVERY_S` or when the frozen objects have grown :data:`HEAP_GROWTH`
-    times since the last full collection, whichever comes first.
+    times since the last full collection (checked every :data:`GROWTH_CHECK_EVERY_S`), whichever
+    comes first.
 
     Why: the dedup worker's batches allocate and keep many tracked objects (decoded candidate
     documents and their scoring values, cached; the batch's pairs) and free nearly all of the rest
@@ -88,16 +95,20 @@ def after_batch(now: float | None = None) -> bool:
         False when the process is not in batch mode (nothing done: the automatic collector works
         as before), else True.
     """
-    global _last_full, _live_after_full
+    global _last_full, _last_check, _live_after_full
     if not _batches:
         return False
     now = time.monotonic() if now is None else now
     gc.freeze()
-    if now - _last_full >= FULL_COLLECTION_EVERY_S or gc.get_freeze_count() > HEAP_GROWTH * _live_after_full:
+    full = now - _last_full >= FULL_COLLECTION_EVERY_S
+    if not full and now - _last_check >= GROWTH_CHECK_EVERY_S:
+        _last_check = now
+        full = gc.get_freeze_count() > HEAP_GROWTH * _live_after_full
+    if full:
         gc.unfreeze()
         gc.collect()
         gc.freeze()
-        _last_full, _live_after_full = now, gc.get_freeze_count()
+        _last_full, _last_check, _live_after_full = now, now, gc.get_freeze_count()
     return True
 
 
@@ -109,7 +120,7 @@ def settled() -> Iterator[None]:
     what an earlier :func:`settle` froze too), the thresholds restored and the collector switched
     back on if it was (an earlier batch-mode :func:`settle`), so that what the block froze can
     still be collected once it is garbage."""
-    global _settled, _batches
+    global _batches
     before, enabled = gc.get_threshold(), gc.isenabled()
     settle()
     try:
@@ -119,7 +130,7 @@ def settled() -> Iterator[None]:
         gc.set_threshold(*before)
         if enabled:
             gc.enable()
-        _settled = _batches = False
+        _batches = False
 
 
 def freeze_for_exit(result: T) -> T:

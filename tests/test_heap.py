@@ -41,8 +41,9 @@ def test_freeze_for_exit_returns_its_argument_and_freezes_the_live_heap() -> Non
 def test_batch_mode_collects_after_batches_only_and_frees_cycles_at_the_full_collection() -> None:
     """settle(batches=True) switches the automatic collector off; after_batch freezes what is alive;
     a reference cycle that became garbage waits for the full collection, which comes after
-    FULL_COLLECTION_EVERY_S or once the frozen objects have grown HEAP_GROWTH times. Without batch mode (a plain
-    settle, or none) after_batch does nothing; settled() gives the collector back as it was."""
+    FULL_COLLECTION_EVERY_S or once the frozen objects have grown HEAP_GROWTH times (counted every
+    GROWTH_CHECK_EVERY_S). Without batch mode (a plain settle, or none) after_batch does nothing;
+    settled() gives the collector back as it was."""
     import time
     import weakref
 
@@ -70,7 +71,10 @@ def test_batch_mode_collects_after_batches_only_and_frees_cycles_at_the_full_col
         gone = weakref.ref(c)
         del c, d
         grown = [[i] for i in range(heap.HEAP_GROWTH * gc.get_freeze_count() + 10)]  # the heap grows past the bound
-        assert heap.after_batch(now=start + heap.FULL_COLLECTION_EVERY_S + 2.0)
+        later = start + heap.FULL_COLLECTION_EVERY_S + 1.0
+        assert heap.after_batch(now=later + 1.0)  # the growth is not counted within GROWTH_CHECK_EVERY_S
+        assert gone() is not None
+        assert heap.after_batch(now=later + heap.GROWTH_CHECK_EVERY_S)
         assert gone() is None and len(grown) > 0  # collected early: the frozen objects had grown past it
     finally:
         gc.unfreeze()
