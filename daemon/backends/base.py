@@ -70,7 +70,7 @@ class IndexDocument:
         keys: candidate keys (LSH band keys, simhash block keys, super tokens), each a short str.
         signature: the serialised signature (``Signature.to_document()``), JSON-serialisable as
             written. As read back from the PostgreSQL backend its ``bottomk`` and ``minhash`` are
-            :class:`~daemon.backends.doc_cache.PackedInts` (an ``array('q')``: the same int64 values
+            :class:`~daemon.db.arrays.PackedInts` (an ``array('q')``: the same int64 values
             in order, equal to the list of them, ~5x less memory); ``list()`` gives the list.
         encoded: ``None``, or the form a backend writes, made ahead by that backend's
             ``document_encoder`` (see :class:`IndexBackend`) in the indexer's signature worker

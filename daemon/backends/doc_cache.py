@@ -19,12 +19,9 @@ and the ops tools).
 
 from __future__ import annotations
 
-from array import array
 from collections import OrderedDict
-import struct
 from typing import Any
 
-import numpy as np
 from psycopg.adapt import Loader
 from psycopg.errors import DataError
 from psycopg.pq import Format
@@ -41,7 +38,7 @@ corpus takes ~6.4 kB of Python objects, and the scorer's values prepared on it (
 first pair (``tracemalloc`` over 3,000 of them, 2026-11-27; more once scored against many records).
 Until 2026-11-27 its ``bottomk`` and 128-value ``minhash`` were lists of Python ints and the Side
 held a numpy copy of the MinHash: ~10.9 and ~2.0 kB measured the same way (~14.5 and ~4.6 kB by an
-earlier, wider measure); they are now :class:`PackedInts` (:class:`PackedInt8ArrayLoader`) and the
+earlier, wider measure); they are now :class:`~daemon.db.arrays.PackedInts` (:class:`~daemon.db.arrays.PackedInt8ArrayLoader`) and the
 Side's view shares the MinHash. So 20,000 hold ~160-290 MB of documents with their scoring values
 (by the two measures): a worker of ~200 MB before its cache stays well within ~600 MB, which a small
 machine (1-2 GB, the database elsewhere) can give a worker; classified ads, shorter than product
@@ -151,70 +148,3 @@ class RawJsonbLoader(Loader):
         if data[:1] != b"\x01":
             raise DataError(f"unknown jsonb binary format: {bytes(data[:1])!r}")
         return bytes(data[1:])
-
-
-_ARRAY_HEADER = struct.Struct(">iiiii")
-"""PostgreSQL's binary array header for one dimension: ndim, has-nulls flag, element type OID,
-length, lower bound (``array_send``, ``src/backend/utils/adt/arrayfuncs.c``)."""
-_INT8_ELEMENT = np.dtype([("len", ">i4"), ("value", ">i8")])
-"""One ``bigint`` element of a binary array: its byte length (8) and its big-endian value."""
-_INT8_OID = 20  # bigint, the element type of the arrays this loader reads
-
-
-class PackedInts(array):
-    """An ``array('q')`` (signed 64-bit ints, 8 bytes each) that also compares equal to a list or
-    tuple of the same ints in the same order, as the list of ints it stands for did: a document read
-    back from the index equals the document written (``doc.signature == written.signature``).
-    Otherwise an ``array``: indexing, iteration, ``len``, the buffer protocol (``np.asarray``
-    shares its memory), pickling; unhashable, like the list. Made by
-    :class:`PackedInt8ArrayLoader` as ``PackedInts("q", ...)``."""
-
-    __slots__ = ()
-    __hash__ = None  # type: ignore[assignment]
-
-    def __eq__(self, other: object) -> bool:
-        """Equal to a list or tuple of the same ints in the same order, or (as an ``array``) to an
-        array of the same values."""
-        if isinstance(other, (list, tuple)):
-            return len(self) == len(other) and self.tolist() == list(other)
-        return array.__eq__(self, other)
-
-    def __ne__(self, other: object) -> bool:
-        """The negation of :meth:`__eq__`."""
-        return not self == other
-
-
-class PackedInt8ArrayLoader(Loader):
-    """Binary ``bigint[]`` loader that returns a :class:`PackedInts` (an ``array('q')``: native
-    int64, 8 bytes a value) instead of a list of Python ints.
-
-    Registered on the cursors that read documents (:meth:`PostgresBackend._cursor
-    <daemon.backends.postgres.PostgresBackend._cursor>`) for their ``bottomk`` and ``minhash``
-    columns. A cached document keeps them: a 128-value MinHash is ~1.1 kB as an ``array('q')``
-    against ~5.2 kB as a list (1 kB of pointers and 128 int objects of 32 bytes), and the scorer's
-    numpy view of it (:meth:`Side.minhash <daemon.scoring.side.Side.minhash>`, ``np.asarray``)
-    shares its memory instead of copying it. The values are the same signed 64-bit ints in the
-    same order: a :class:`PackedInts` indexes, iterates and compares like the list did (``list(a)``
-    gives the list), and :func:`~daemon.backends.pg_encoding.int64_bytes`
-    writes it back as it was read.
-    """
-
-    format = Format.BINARY
-
-    def load(self, data: Any) -> PackedInts:
-        """The values of one binary one-dimensional ``bigint[]`` without NULL elements, in order.
-
-        Raises:
-            psycopg.errors.DataError: another element type, more than one dimension, or NULL
-                elements (the backend never writes such arrays).
-        """
-        if len(data) < 12 or int.from_bytes(data[:4], "big") == 0:
-            return PackedInts("q")  # ndim 0: the empty array (its header has only ndim, flags, OID)
-        ndim, has_null, oid, length, _lower = _ARRAY_HEADER.unpack_from(data)
-        if ndim != 1 or has_null or oid != _INT8_OID:
-            raise DataError(f"expected a one-dimensional bigint[] without NULLs, got ndim {ndim}, "
-                            f"has_null {has_null}, element OID {oid}")
-        values = np.frombuffer(data, dtype=_INT8_ELEMENT, count=length, offset=_ARRAY_HEADER.size)["value"]
-        out = PackedInts("q")
-        out.frombytes(values.astype(np.int64).tobytes())
-        return out

@@ -166,7 +166,7 @@ copy); the same bytes and the same range checks."""
 def int64_bytes(values: Any) -> bytes | None:
     """``values`` as native int64 bytes, or ``None`` when it is not a list or tuple of signed 64-bit
     ints, as numpy reads it (such a value stays in the signature jsonb). An ``array('q')`` (as the
-    backend reads these columns back, see :class:`~daemon.backends.doc_cache.PackedInt8ArrayLoader`)
+    backend reads these columns back, see :class:`~daemon.db.arrays.PackedInt8ArrayLoader`)
     is its own bytes."""
     if isinstance(values, array) and values.typecode == "q":
         return values.tobytes()

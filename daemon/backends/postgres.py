@@ -28,7 +28,7 @@ from daemon.backends.base import (
     WriteResult,
     lookup_keys,
 )
-from daemon.backends.doc_cache import DEFAULT_CACHED_DOCUMENTS, DocumentCache, PackedInt8ArrayLoader, RawJsonbLoader
+from daemon.backends.doc_cache import DEFAULT_CACHED_DOCUMENTS, DocumentCache, RawJsonbLoader
 from daemon.backends.pg_encoding import (
     ARRAY_COLUMNS,
     EncodedDocument,
@@ -41,7 +41,7 @@ from daemon.backends.pg_encoding import (
 from daemon.errors import ConfigError
 from daemon.logs import get_logger
 from daemon.db import jsoncodec
-from daemon.db.arrays import INT8_ARRAY_OID, Int4Array, Int8Array
+from daemon.db.arrays import INT8_ARRAY_OID, Int4Array, Int8Array, PackedInt8ArrayLoader
 from daemon.db.pool import IdleCheck, configure_session
 from daemon.db.queries import query
 
