@@ -37,7 +37,10 @@ sources)::
 It prints candidates per record, records/s per worker for the backlog, the documents the
 PostgreSQL backend read and decoded per record (its document cache's misses; ``--cached-documents
 N`` sets ``[index] cached_documents``), the worker's resident memory after the drain and the
-single-record p50/p99. ``--profile FILE`` runs the backlog under cProfile in this process (the worker's side;
+single-record p50/p99. ``--snapshot B`` builds the corpus snapshot after the load, as ``nearsync
+rarity refresh`` would (title-word rarity, and the candidate-key blocks larger than ``B`` listings,
+which the lookups then leave out: block purging; ``--snapshot 0`` rarity only), and prints the
+large blocks it found; without it the worker runs with no snapshot. ``--profile FILE`` runs the backlog under cProfile in this process (the worker's side;
 PostgreSQL's time is not in it), writes the raw statistics to FILE and prints where the time went
 per batch and per pair.
 
@@ -75,6 +78,7 @@ from daemon.evaluation.generator import generate_ads  # noqa: E402
 from daemon.evaluation.loader import copy_ads, parse_price  # noqa: E402
 from daemon.logs import configure_logging  # noqa: E402
 from daemon.ops.migrate import upgrade  # noqa: E402
+from daemon.ops.rarity import refresh_rarity  # noqa: E402
 from daemon.db.queries import query  # noqa: E402
 from daemon.db.throwaway import ThrowawayPostgres  # noqa: E402
 from daemon.service import build_indexer, build_worker, open_source, opened_backend  # noqa: E402
@@ -102,12 +106,13 @@ def pct(values: list[float], q: float) -> float:
 
 
 def bench_settings(dsn: str, concurrency: int | None = None, *, products: bool = False,
-                   batch_size: int = 2000, cached_documents: int | None = None) -> Any:
+                   batch_size: int = 2000, cached_documents: int | None = None, max_block: int | None = None) -> Any:
     """Settings of the bench's daemon and worker (``batch_size`` records per batch; ``concurrency``
     None: the worker's default). ``products``: the product-listing settings of ``nearsync evaluate``
     on a set with a source column (:data:`PRODUCT_PROFILE`, global scope, best match per source,
     cross-source only) instead of the defaults (user scope). ``cached_documents``: ``[index]
-    cached_documents`` (None: the daemon's default)."""
+    cached_documents`` (None: the daemon's default). ``max_block``: ``[dedup] max_block`` (None: the
+    default)."""
     daemon: dict[str, Any] = {"batch_size": batch_size, "poll_interval_s": 0.5}
     if concurrency:
         daemon["concurrency"] = concurrency
@@ -115,6 +120,8 @@ def bench_settings(dsn: str, concurrency: int | None = None, *, products: bool =
     if products:
         cfg = json.loads(json.dumps(PRODUCT_PROFILE))
         cfg["dedup"] |= {"best_match_per_source": True, "cross_source_only": True}
+    if max_block is not None:
+        cfg["dedup"]["max_block"] = max_block
     if cached_documents is not None:
         cfg["index"] = {"cached_documents": cached_documents}
     return settings_from_mapping({"database": {"dsn": dsn}, "source": {"create_reference_table": True},
@@ -420,16 +427,18 @@ async def load_corpus(settings: Any, listings: list[Any], batch: int = 2000, reu
 async def run_corpus(dsn: str, indexed: int, backlog: int, samples: int, *, reuse: bool = False,
                      concurrency: int | None = None, seed: int = 5, warm: bool = False, shops: int = 8,
                      corpus_seed: int = 18, batch_size: int = 500, profile: str | None = None,
-                     cached_documents: int | None = None) -> None:
+                     cached_documents: int | None = None, snapshot: int | None = None) -> None:
     """``--corpus abt-buy`` (see the module docstring): build the product corpus, index it, put a
     backlog of ``backlog`` random listings through the worker, then time ``samples`` one by one
-    (``cached_documents``: the backend's document cache bound, None: the daemon's default)."""
+    (``cached_documents``: the backend's document cache bound, None: the daemon's default;
+    ``snapshot``: build the corpus snapshot with this ``max_block`` first, None: no snapshot)."""
     from bench.corpus_products import build_corpus
 
     data = default_data_dir()
     if data is None or not (data / "abt-buy" / "Abt.csv").is_file():
         raise SystemExit("--corpus abt-buy needs ../shared/data/abt-buy (or NEARSYNC_DATA)")
-    settings = bench_settings(dsn, concurrency, products=True, batch_size=batch_size, cached_documents=cached_documents)
+    settings = bench_settings(dsn, concurrency, products=True, batch_size=batch_size, cached_documents=cached_documents,
+                              max_block=snapshot)
     upgrade(settings)
     t0 = time.perf_counter()
     listings = build_corpus(indexed, seed=corpus_seed, data_dir=data, shops=shops)
@@ -441,6 +450,13 @@ async def run_corpus(dsn: str, indexed: int, backlog: int, samples: int, *, reus
     took = await load_corpus(settings, listings, reuse=reuse)
     del listings
     gc.collect()
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        await conn.execute(query("rarity_deactivate"), {"table": "public.ads"})  # a reused index's older snapshot
+    if snapshot is not None:
+        async with opened_backend(settings) as backend:
+            report = await refresh_rarity(settings, backend, progress=False, max_block=snapshot)
+        print(f"corpus snapshot: {report['tokens']:,} title words, {report['large_blocks']:,} blocks larger than "
+              f"{snapshot:,} listings, built in {report['seconds']:.1f} s", flush=True)
     await time_backlog(dsn, settings, indexed, backlog, samples, took=took, seed=seed, warm=warm,
                        label=f"dedup throughput, product corpus, {indexed:,} indexed, global scope", target=1000,
                        profile=profile)
@@ -483,7 +499,13 @@ def main() -> None:
     ap.add_argument("--cached-documents", type=int,
                     help="with --corpus abt-buy: [index] cached_documents, the PostgreSQL backend's document "
                          "cache bound (default: the daemon's, 20,000)")
+    ap.add_argument("--snapshot", type=int, metavar="MAX_BLOCK",
+                    help="with --corpus abt-buy: build the corpus snapshot after the load (nearsync rarity "
+                         "refresh: title-word rarity, and the blocks larger than MAX_BLOCK listings left out "
+                         "of the lookups; 0: rarity only); default: no snapshot")
     args = ap.parse_args()
+    if args.snapshot is not None and args.snapshot < 0:
+        ap.error("--snapshot: MAX_BLOCK is 0 or a positive number of listings")
     configure_logging("warning")
     if args.corpus == "abt-buy":
         if not args.indexed:
@@ -493,7 +515,8 @@ def main() -> None:
             asyncio.run(run_corpus(dsn, args.indexed, args.records, args.samples, reuse=args.reuse,
                                    concurrency=args.concurrency, seed=args.seed, warm=args.prewarm, shops=args.shops,
                                    corpus_seed=args.corpus_seed, batch_size=args.batch_size or 500,
-                                   profile=args.profile, cached_documents=args.cached_documents))
+                                   profile=args.profile, cached_documents=args.cached_documents,
+                                   snapshot=args.snapshot))
         if args.dsn:
             corpus(args.dsn)
         else:

@@ -221,8 +221,8 @@ async def cmd_reindex(args: argparse.Namespace) -> int:
 
 
 async def cmd_rarity(args: argparse.Namespace) -> int:
-    """``nearsync rarity refresh``: build a new token-rarity (document-frequency) snapshot from the
-    indexed documents and make it active (:func:`daemon.ops.rarity.refresh_rarity`); with
+    """``nearsync rarity refresh``: build a new corpus snapshot (title-word document frequencies and
+    the candidate-key blocks larger than ``[dedup] max_block``) from the indexed documents and make it active (:func:`daemon.ops.rarity.refresh_rarity`); with
     ``--requeue`` the whole table goes back on the dedup queue so every flag uses it. Returns
     exit code 0; exit 3 (by :func:`exit_status`) when the table or migration 0014 is missing."""
 
@@ -234,8 +234,10 @@ async def cmd_rarity(args: argparse.Namespace) -> int:
     await open_source(settings)  # the table and the migrations (0014) are there, or exit 3
     async with opened_backend(settings) as backend:
         report = await refresh_rarity(settings, backend, requeue=args.requeue, progress=not args.no_progress)
-    if dedup_options(settings).scoring.rarity <= 0:
-        report["note"] = "[dedup] rarity is 0: the dedup worker does not use the snapshot until it is set above 0"
+    opts = dedup_options(settings)
+    if opts.scoring.rarity <= 0 and opts.max_block <= 0:
+        report["note"] = ("[dedup] rarity and max_block are 0: the dedup worker does not use the snapshot until "
+                          "one is set above 0")
     elif not args.requeue:
         report["note"] = ("scores change with the snapshot: re-run dedup over the table (nearsync rarity refresh "
                           "--requeue) for flags that all use it")
@@ -499,15 +501,20 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--backend", choices=["postgres", "elasticsearch", "opensearch"])
     x.set_defaults(func=cmd_reindex, is_async=True)
 
-    y = sub.add_parser("rarity", parents=[common], help="build the title-word rarity snapshot the dedup worker scores with",
+    y = sub.add_parser("rarity", parents=[common],
+                       help="build the corpus snapshot (title-word rarity, large key blocks) the dedup worker uses",
                        description="refresh: count every indexed document's title words (document frequency, "
-                                   "with the scorer's own tokenisation) and store the counts as the table's new "
-                                   "active snapshot (nearsync.rarity_snapshots). The dedup worker then weighs "
-                                   "title words by their rarity in it (IDF; [dedup] rarity, default 0.25 of the "
-                                   "title's similarity, 0 = off) and picks up a new snapshot at its next "
-                                   "batch. A new snapshot changes scores, as a signature change does: --requeue "
-                                   "puts every indexed record on the dedup queue so the whole table is scored "
-                                   "with it.")
+                                   "with the scorer's own tokenisation) and candidate-key blocks (documents of a "
+                                   "scope holding a key) and store the counts as the table's new active snapshot "
+                                   "(nearsync.rarity_snapshots). The dedup worker then weighs title words by "
+                                   "their rarity in it (IDF; [dedup] rarity, default 0.25 of the title's "
+                                   "similarity, 0 = off) and leaves the keys of blocks larger than [dedup] "
+                                   "max_block (default 500, 0 = off) out of its candidate lookups (block "
+                                   "purging: common word pairs that name hundreds of products); it picks up a "
+                                   "new snapshot at its next batch. Run it after a bulk load and then now and "
+                                   "then (daily, or when the table has grown by a tenth). A new snapshot changes "
+                                   "scores and candidates, as a signature change does: --requeue puts every "
+                                   "indexed record on the dedup queue so the whole table is deduplicated with it.")
     y.add_argument("action", choices=["refresh"])
     y.add_argument("--requeue", action="store_true", help="also queue every indexed record for the dedup worker")
     y.add_argument("--no-progress", action="store_true", help="no progress bar")

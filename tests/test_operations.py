@@ -502,3 +502,32 @@ def test_the_scope_index_comes_and_goes_with_its_migration(fresh_db: str) -> Non
     assert indexdef() is None
     upgrade(s)
     assert indexdef() is not None
+
+
+def test_the_large_blocks_of_a_snapshot_come_and_go_with_their_migration(fresh_db: str) -> None:
+    """Migration 0019 gives ``nearsync.rarity_snapshots`` the ``max_block`` and ``large_blocks``
+    columns (a snapshot stored before gets 0 and none: no purging); its downgrade drops them and
+    keeps the snapshot's word counts."""
+    s = make_settings(fresh_db)
+
+    def columns() -> list[tuple[str, str | None]]:
+        with psycopg.connect(fresh_db, autocommit=True) as c:
+            return c.execute("SELECT column_name, column_default FROM information_schema.columns "
+                             "WHERE table_schema = 'nearsync' AND table_name = 'rarity_snapshots' "
+                             "AND column_name IN ('max_block', 'large_blocks') ORDER BY column_name").fetchall()
+
+    upgrade(s)
+    downgrade(s, "0018")
+    assert columns() == []
+    with psycopg.connect(fresh_db, autocommit=True) as c:
+        c.execute("INSERT INTO nearsync.rarity_snapshots (table_name, documents, tokens, active, token_hashes, dfs) "
+                  "VALUES ('public.ads', 3, 0, true, '', '')")
+    upgrade(s)
+    assert [name for name, _ in columns()] == ["large_blocks", "max_block"]
+    with psycopg.connect(fresh_db, autocommit=True) as c:
+        assert c.execute("SELECT documents, max_block, length(large_blocks) FROM nearsync.rarity_snapshots"
+                         ).fetchall() == [(3, 0, 0)]
+    downgrade(s, "0018")
+    with psycopg.connect(fresh_db, autocommit=True) as c:
+        assert c.execute("SELECT documents FROM nearsync.rarity_snapshots").fetchall() == [(3,)]
+    assert columns() == []

@@ -29,58 +29,19 @@ from array import array
 import json
 from math import isfinite
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
 import orjson
-import xxhash
 
 from daemon.backends.base import SCOPE_KEY, IndexDocument
 from daemon.signatures import candidate_keys
+from daemon.signatures.blocks import key_hash, key_hashes, key_prefix  # noqa: F401 (the backend's key hashing)
 
 ARRAY_COLUMNS = ("bottomk", "minhash")
 """Signature lists stored in ``bigint[]`` columns of their own rather than in the signature jsonb."""
-
-
-def key_prefix(table: str, scope: Mapping[str, str]) -> bytes:
-    """``table \\x1f canonical-scope-json \\x1f`` as bytes: what :func:`key_hash` folds in before the key.
-
-    The JSON is the standard library's (sorted keys, ASCII escapes): stored hashes depend on it.
-    """
-    return _prefix(table, tuple(sorted(scope.items())))
-
-
-@lru_cache(maxsize=4096)
-def _prefix(table: str, scope_items: tuple[tuple[str, str], ...]) -> bytes:
-    canon = json.dumps(dict(scope_items), sort_keys=True, separators=(",", ":"))
-    return f"{table}\x1f{canon}\x1f".encode()
-
-
-def key_hash(prefix: bytes, key: str) -> int:
-    """Signed 64-bit xxh64 (seed 0) of ``prefix`` (from :func:`key_prefix`) followed by ``key``."""
-    h = xxhash.xxh64_intdigest(prefix + key.encode())
-    return h - (1 << 64) if h >= 1 << 63 else h
-
-
-def key_hashes(table: str, scope: Mapping[str, str], keys: Iterable[str]) -> set[int]:
-    """The distinct hashed keys (:func:`key_hash`) of ``keys`` for a document of ``table`` in ``scope``:
-    what ``nearsync.documents.key_hashes`` stores for it and what a candidate lookup asks for.
-
-    :func:`key_hash` written out in the loop (one call less per key; ~30 keys per signed
-    document), filling the set in the order of ``keys`` as before, so it iterates in the same order."""
-    prefix = key_prefix(table, scope)
-    digest = xxhash.xxh64_intdigest
-    out: set[int] = set()
-    for k in keys:
-        h = digest(prefix + k.encode())
-        out.add(h - _TWO_64 if h >= _TWO_63 else h)
-    return out
-
-
-_TWO_63, _TWO_64 = 1 << 63, 1 << 64
 
 
 @dataclass(frozen=True, slots=True)

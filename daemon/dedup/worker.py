@@ -43,7 +43,7 @@ import psycopg
 from daemon.db import jsoncodec
 from daemon.db import rarity as rarity_store
 from daemon.backends.base import (Candidate, CandidateQuery, IndexBackend, IndexDocument, in_small_scope_lookup,
-                                   shared_keys)
+                                   lookup_keys, shared_keys)
 from daemon.dedup.ids import canonical, record_id_key
 from daemon.dedup.clusters import Cluster, UnionFind, average_link_clusters, build_clusters, respect_cannot_links
 from daemon.dedup.parts import Part, cut_into_parts, part_levels
@@ -53,6 +53,7 @@ from daemon.capture.loop import BatchResult
 from daemon.db.queries import query
 from daemon.scoring import PairScore, Side, decide, evidence_against, pair_scorer, score_sides
 from daemon.capture.queue import Claimed
+from daemon.signatures.blocks import LargeBlocks
 
 log = get_logger("nearsync.dedup")
 
@@ -224,8 +225,37 @@ def is_candidate_pair(doc: IndexDocument, other: IndexDocument, options: DedupOp
     if own is not None and str(other.fields.get("source")) == own:
         return False
     if exhaustive:
-        return in_small_scope_lookup(doc.signature.get("tokens") or (), doc.keys, other, options.min_match)
-    return shared_keys(doc.keys, other) >= options.min_match
+        return in_small_scope_lookup(doc.signature.get("tokens") or (), query_keys(doc, options), other,
+                                     options.min_match)
+    if shared_keys(doc.keys, other) < options.min_match:
+        return False
+    large = large_blocks(options)
+    if large is None:
+        return True
+    # only the shared keys can be purged ones that matter: hash those, not all ~30
+    shared = set(lookup_keys(doc.keys)).intersection(other.keys)
+    return len(large.keep(doc.table, doc.scope, sorted(shared))) >= options.min_match
+
+
+def large_blocks(options: DedupOptions) -> LargeBlocks | None:
+    """The blocks the candidate lookups leave out (block purging, :mod:`daemon.signatures.blocks`):
+    those of the attached corpus snapshot, or None when ``[dedup] max_block`` is 0, no snapshot is
+    attached or it lists none."""
+    snapshot = options.scoring.snapshot
+    if options.max_block <= 0 or snapshot is None or not len(snapshot.large_blocks):
+        return None
+    return snapshot.large_blocks
+
+
+def query_keys(doc: IndexDocument, options: DedupOptions) -> list[str]:
+    """The candidate keys a lookup for ``doc`` sends: its keys less those of the snapshot's large
+    blocks (:func:`large_blocks`), in their order; ``doc.keys`` itself when none is purged.
+
+    Every rule that decides candidacy reads these (:func:`lookup_candidates`,
+    :func:`is_candidate_pair`), so a pair is a candidate pair from either side or from neither
+    (both records are in one scope, whose blocks are the same for both)."""
+    large = large_blocks(options)
+    return doc.keys if large is None else large.keep(doc.table, doc.scope, doc.keys)
 
 
 async def lookup_candidates(table: str, items: Sequence[tuple[str | None, IndexDocument]], backend: IndexBackend,
@@ -254,7 +284,8 @@ async def lookup_candidates(table: str, items: Sequence[tuple[str | None, IndexD
     Raises:
         TransientIndexError: the index is unreachable.
     """
-    queries = [CandidateQuery(doc.keys, doc.scope, rid, excluded_source(doc, options)) for rid, doc in items]
+    queries = [CandidateQuery(query_keys(doc, options), doc.scope, rid, excluded_source(doc, options))
+               for rid, doc in items]
     cap = options.scoring.candidate_cap
     out: list[tuple[list[Candidate], int, bool] | None] = [None] * len(items)
     if options.exhaustive_below > 1:
@@ -649,19 +680,28 @@ class DedupHandler:
         return result
 
     async def _follow_rarity(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        """Score with the table's active token-rarity snapshot (``nearsync rarity refresh``): one
-        indexed lookup of its version per batch, the snapshot read only when the version changed
-        (then the pair scores kept in :attr:`_pair_scores` are forgotten: they were scored with the
-        old one). Nothing at all when ``[dedup] rarity`` is 0, so scores are those without rarity."""
-        scoring = await rarity_store.following(conn, self.table, self.options.scoring)
+        """Score and look up with the table's active corpus snapshot (``nearsync rarity refresh``:
+        token rarity and large blocks): one indexed lookup of its version per batch, the snapshot
+        read only when the version changed (then the pair scores kept in :attr:`_pair_scores` are
+        forgotten: they were scored with the old one). Nothing at all when ``[dedup] rarity`` and
+        ``max_block`` are 0, so scores and candidates are those without a snapshot."""
+        scoring = await rarity_store.following(conn, self.table, self.options.scoring,
+                                               purging=self.options.max_block > 0)
         if scoring is self.options.scoring:
             return
         self.options = replace(self.options, scoring=scoring)
         self._pair_scores.clear()
         self._clustered.clear()
         snapshot = scoring.snapshot
-        log.info("rarity snapshot", table=self.table, version=None if snapshot is None else snapshot.version,
-                 documents=None if snapshot is None else snapshot.documents)
+        large = None if snapshot is None else snapshot.large_blocks
+        log.info("corpus snapshot", table=self.table, version=None if snapshot is None else snapshot.version,
+                 documents=None if snapshot is None else snapshot.documents,
+                 large_blocks=None if large is None else len(large),
+                 max_block=None if large is None else large.max_block)
+        if large is not None and self.options.max_block > 0 and large.max_block != self.options.max_block:
+            log.warning("the corpus snapshot was built with another max_block: run nearsync rarity refresh "
+                        "to purge by the configured one", table=self.table, snapshot_max_block=large.max_block,
+                        max_block=self.options.max_block)
 
     async def _revalidate(self, conn: psycopg.AsyncConnection[Any], ids: list[str], scored: list[Link],
                           seen: dict[str, IndexDocument],

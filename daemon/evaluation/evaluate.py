@@ -5,9 +5,10 @@ the earliest), the real indexing daemon and dedup worker run over them (no short
 settings ``nearsync dedup`` would use -- a named profile (:mod:`daemon.profiles`, default
 ``classified``: the daemon's defaults) with a settings file's ``[signatures]`` / ``[dedup]`` on top
 -- and the flags and clusters they write are compared with the true pairs. With ``[dedup] rarity``
-above 0 (the default) a token-rarity snapshot of the loaded titles is built once they are indexed
-and before the worker starts (:func:`daemon.ops.rarity.refresh_rarity`; ``rarity_snapshot`` in the
-report), as ``nearsync rarity refresh`` would on a table at rest:
+or ``max_block`` above 0 (the defaults) a corpus snapshot of the loaded records (title-word rarity,
+large candidate-key blocks) is built once they are indexed and before the worker starts
+(:func:`daemon.ops.rarity.refresh_rarity`; ``rarity_snapshot`` in the report), as ``nearsync rarity
+refresh`` would on a table at rest:
 
 * pair precision/recall/F1 for ``duplicate`` alone and for ``duplicate ∪ potential_duplicate``,
   counted two ways: pairs inside each cluster (for ``duplicate`` alone, among the original and its
@@ -234,7 +235,8 @@ async def _run_pipeline(settings: Settings, ds: Dataset, *, progress: bool) -> _
                         if isinstance(backend, PlannerStatistics):
                             await backend.refresh_statistics()
                         analyzed = True
-                        if dedup_options(settings).scoring.rarity > 0:  # the snapshot the worker scores with
+                        opts = dedup_options(settings)
+                        if opts.scoring.rarity > 0 or opts.max_block > 0:  # the snapshot the worker uses
                             rarity = await refresh_rarity(settings, backend, progress=False)
                         tasks.append(asyncio.create_task(worker.run()))
                         await worker.ready.wait()

@@ -116,15 +116,18 @@ class Checker:
     _rarity_checked: float = field(default=float("-inf"), repr=False)
 
     async def follow_rarity(self) -> None:
-        """Attach the table's active rarity snapshot (:func:`daemon.db.rarity.following`), looking its
+        """Attach the table's active corpus snapshot (token rarity and large blocks,
+        :func:`daemon.db.rarity.following`) as the dedup worker does, looking its
         version up at most once per :data:`RARITY_CHECK_S`: a check answers with a new snapshot
         within that time of its refresh, and costs no database round trip otherwise."""
         now = time.monotonic()
-        if self.pool is None or self.options.scoring.rarity <= 0.0 or now - self._rarity_checked < RARITY_CHECK_S:
+        purging = self.options.max_block > 0
+        if (self.pool is None or (self.options.scoring.rarity <= 0.0 and not purging)
+                or now - self._rarity_checked < RARITY_CHECK_S):
             return
         self._rarity_checked = now
         async with self.pool.connection() as conn:
-            scoring = await rarity_store.following(conn, self.table, self.options.scoring)
+            scoring = await rarity_store.following(conn, self.table, self.options.scoring, purging=purging)
         if scoring is not self.options.scoring:
             self.options = replace(self.options, scoring=scoring)
 

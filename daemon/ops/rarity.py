@@ -1,4 +1,5 @@
-"""``nearsync rarity refresh``: build a token-rarity snapshot from the index and make it active.
+"""``nearsync rarity refresh``: build a corpus snapshot (token rarity, large blocks) from the index
+and make it active.
 
 The dedup worker weighs title words by their rarity in the indexed corpus (see
 :mod:`daemon.scoring.rarity`). So that flags stay a function of the data rather than of the order
@@ -9,7 +10,12 @@ and stores the counts as a new version, made active in one transaction
 (:func:`daemon.db.rarity.store_snapshot`). A running worker picks the new version up at its next
 batch.
 
-A new snapshot changes scores, as a signature change does: flags are a function of the data and of
+The same pass counts every candidate-key block (:class:`~daemon.signatures.blocks.BlockCounter`:
+the documents of a scope holding a key) and stores those larger than ``[dedup] max_block`` with the
+snapshot; the worker's candidate lookups leave them out (block purging, see
+:data:`daemon.dedup.settings.MAX_BLOCK`). With ``max_block`` 0 none is stored.
+
+A new snapshot changes scores and candidates, as a signature change does: flags are a function of the data and of
 the active snapshot. Records deduplicated before the refresh keep the flags of the old one until
 they are processed again; ``requeue=True`` puts every live document on the dedup queue, so the
 worker re-scores the whole table with the new one.
@@ -23,21 +29,24 @@ from typing import Any
 import psycopg
 from tqdm import tqdm
 
-from daemon.backends.base import IndexBackend
+from daemon.backends.base import IndexBackend, lookup_keys
 from daemon.capture.queue import CHANNELS, DEDUP_QUEUE, enqueue_fresh
 from daemon.config import Settings
 from daemon.db.queries import query
 from daemon.db.rarity import store_snapshot
+from daemon.dedup.settings import dedup_options
 from daemon.scoring.rarity import FrequencyCounter
+from daemon.signatures.blocks import BlockCounter
 
 READ_CHUNK = 1000
 """Documents read from the backend per ``get`` call while counting (bounds memory, not results)."""
 
 
 async def refresh_rarity(settings: Settings, backend: IndexBackend, *, table: str | None = None,
-                         requeue: bool = False, progress: bool = True) -> dict[str, Any]:
-    """Count the title words of every live document of ``table`` and store the counts as the table's
-    new active snapshot.
+                         requeue: bool = False, progress: bool = True, max_block: int | None = None,
+                         ) -> dict[str, Any]:
+    """Count the title words and the candidate-key blocks of every live document of ``table`` and
+    store the counts as the table's new active snapshot.
 
     Args:
         settings: validated settings (the DSN). backend: an opened index backend.
@@ -45,27 +54,36 @@ async def refresh_rarity(settings: Settings, backend: IndexBackend, *, table: st
         requeue: also put every live document on the dedup queue, so the worker re-scores the whole
             table with the new snapshot.
         progress: show a tqdm bar on stderr (documents counted).
+        max_block: the block-size bound (None: ``[dedup] max_block``; 0: no block is stored).
     Returns:
-        ``{"table", "version", "documents", "tokens", "requeued", "seconds"}``.
+        ``{"table", "version", "documents", "tokens", "max_block", "large_blocks", "requeued", "seconds"}``.
     Raises:
+        ConfigError: an invalid ``[dedup]`` table.
         psycopg.Error, TransientIndexError: the database or the index failed (nothing is stored then).
     """
+    bound = dedup_options(settings).max_block if max_block is None else max_block
     t0 = time.perf_counter()
     table = table or settings.source.qualified
     ids = [rid async for rid, _ in backend.iter_versions(table)]
     counter = FrequencyCounter()
+    blocks = BlockCounter() if bound > 0 else None
     with tqdm(total=len(ids), unit="docs", disable=not progress, desc="rarity") as bar:
         for start in range(0, len(ids), READ_CHUNK):
             part = ids[start:start + READ_CHUNK]
             docs = await backend.get(table, part)
             for doc in docs.values():
                 counter.add(doc.fields.get("title"))
+                if blocks is not None:
+                    blocks.add(table, doc.scope, lookup_keys(doc.keys))
             bar.update(len(part))
     hashes, dfs = counter.arrays()
+    large = blocks.larger_than(bound) if blocks is not None else None
     async with await psycopg.AsyncConnection.connect(settings.require_dsn(), autocommit=True) as conn:
-        version = await store_snapshot(conn, table, counter.documents, hashes, dfs)
+        version = await store_snapshot(conn, table, counter.documents, hashes, dfs, max_block=bound,
+                                       large_blocks=large)
         if requeue:
             await enqueue_fresh(conn, DEDUP_QUEUE, table, [(rid, "U") for rid in ids])
             await conn.execute(query("notify"), {"channel": CHANNELS[DEDUP_QUEUE], "payload": table})
     return {"table": table, "version": version, "documents": counter.documents, "tokens": int(len(hashes)),
+            "max_block": bound, "large_blocks": 0 if large is None else int(len(large)),
             "requeued": len(ids) if requeue else 0, "seconds": round(time.perf_counter() - t0, 2)}

@@ -32,6 +32,7 @@ from rapidfuzz.distance import JaroWinkler
 from rapidfuzz.process import extractOne
 
 from daemon.scoring import metrics as m
+from daemon.signatures.blocks import LargeBlocks
 
 TOKEN_SEED = 0x6E65_6172_7379_6E63  # "nearsync"; fixed so hashes agree across processes and machines
 """xxh64 seed of the token hashes; changing it invalidates every stored snapshot."""
@@ -103,6 +104,9 @@ class Rarity:
             equal when their versions are (a version is never reused).
         documents: N, the number of documents counted (>= 0).
         hashes: distinct word hashes, ascending (``int64``). dfs: their document frequencies (``int32``).
+        large_blocks: the candidate-key blocks the same snapshot found larger than its bound
+            (:class:`~daemon.signatures.blocks.LargeBlocks`, block purging; they do not enter the
+            weights); default none.
 
     Raises:
         ValueError: when the arrays differ in length.
@@ -116,15 +120,17 @@ class Rarity:
     model numbers, the words that identify a new item best, count for least until the next refresh.
     """
 
-    __slots__ = ("_known", "_log_n", "_prepared", "documents", "dfs", "hashes", "version")
+    __slots__ = ("_known", "_log_n", "_prepared", "documents", "dfs", "hashes", "large_blocks", "version")
 
-    def __init__(self, version: int, documents: int, hashes: np.ndarray, dfs: np.ndarray) -> None:
+    def __init__(self, version: int, documents: int, hashes: np.ndarray, dfs: np.ndarray,
+                 large_blocks: LargeBlocks | None = None) -> None:
         if len(hashes) != len(dfs):
             raise ValueError(f"{len(hashes)} hashes against {len(dfs)} frequencies")
         self.version = int(version)
         self.documents = int(documents)
         self.hashes = np.asarray(hashes, dtype=np.int64)
         self.dfs = np.asarray(dfs, dtype=np.int32)
+        self.large_blocks = large_blocks if large_blocks is not None else LargeBlocks((), 0)
         self._log_n = math.log(self.documents + 1)
         self._known: dict[str, float] = {}  # token -> its weight, computed once (:meth:`weights`)
         self._prepared: dict[str | None, Weighted] = {}  # normalised title -> its words weighed (:meth:`prepared`)
@@ -136,7 +142,8 @@ class Rarity:
         return hash(("rarity", self.version))
 
     def __repr__(self) -> str:
-        return f"Rarity(version={self.version}, documents={self.documents}, tokens={len(self.hashes)})"
+        return (f"Rarity(version={self.version}, documents={self.documents}, tokens={len(self.hashes)}, "
+                f"large_blocks={len(self.large_blocks)})")
 
     def frequency(self, tokens: Sequence[str]) -> np.ndarray:
         """Document frequency of each token (``int64``; 0 for a token not in the snapshot)."""

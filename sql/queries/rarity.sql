@@ -1,4 +1,5 @@
--- Token-rarity snapshots (migration 0014; daemon.ops.rarity, daemon.dedup.worker).
+-- Corpus snapshots: token rarity (migration 0014) and large candidate-key blocks (0019);
+-- daemon.ops.rarity, daemon.db.rarity, daemon.dedup.worker.
 
 -- name: rarity_deactivate
 -- Before a new snapshot is stored (same transaction): the table's active one stops being active.
@@ -6,8 +7,8 @@ UPDATE nearsync.rarity_snapshots SET active = false WHERE table_name = %(table)s
 
 -- name: rarity_insert
 -- Store a new snapshot as the table's active one; returns its version.
-INSERT INTO nearsync.rarity_snapshots (table_name, documents, tokens, active, token_hashes, dfs)
-VALUES (%(table)s, %(documents)s, %(tokens)s, true, %(token_hashes)s, %(dfs)s)
+INSERT INTO nearsync.rarity_snapshots (table_name, documents, tokens, active, token_hashes, dfs, max_block, large_blocks)
+VALUES (%(table)s, %(documents)s, %(tokens)s, true, %(token_hashes)s, %(dfs)s, %(max_block)s, %(large_blocks)s)
 RETURNING version;
 
 -- name: rarity_prune
@@ -20,5 +21,5 @@ SELECT version FROM nearsync.rarity_snapshots WHERE table_name = %(table)s AND a
 
 -- name: rarity_load
 -- The table's active snapshot, whole.
-SELECT version, documents, token_hashes, dfs FROM nearsync.rarity_snapshots
+SELECT version, documents, token_hashes, dfs, max_block, large_blocks FROM nearsync.rarity_snapshots
 WHERE table_name = %(table)s AND active;
