@@ -14,10 +14,10 @@ listings, counts:
 
 ``--max-block B …`` adds rows for the profile's keys with *block purging* (Papadakis et al., "A
 Blocking Framework for Entity Resolution in Highly Heterogeneous Information Spaces", IEEE TKDE
-2013): a lookup leaves out every key whose block holds more than ``B`` listings, so what it reads
-is bounded by ``B`` per key whatever the index's size. The blocks that get that large are the
-title word pairs of common words ("digital camera"), which rank a listing's siblings and
-unrelated products alike. Not what the worker does today: a measurement for that decision.
+2013): a lookup leaves out every super token (:func:`daemon.signatures.blocks.purgeable`) whose
+block holds more than ``B`` listings, as the dedup worker does with ``[dedup] max_block = B`` and a
+corpus snapshot. The blocks that get that large are the title word pairs of common words ("digital
+camera"), which rank a listing's siblings and unrelated products alike.
 
 Data: Abt-Buy as shipped (true pairs from its mapping; shop = source) and corpora of
 :mod:`bench.corpus_products` (true pairs = same product; 8 shops). No PostgreSQL involved: this
@@ -48,6 +48,7 @@ sys.path.insert(0, str(REPO))
 from bench.corpus_products import build_corpus, key_postings  # noqa: E402
 from daemon.evaluation.datasets import abt_buy, default_data_dir  # noqa: E402
 from daemon.profiles import PROFILES, merged  # noqa: E402
+from daemon.signatures.blocks import purgeable  # noqa: E402
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "single4": {"super": {"rules": [["model"], ["title"]], "title_tokens": 4, "title_pairs": 0}},
@@ -68,8 +69,8 @@ def measure(records: Sequence[dict[str, Any]], groups: Sequence[Any], signatures
             true pairs); ``None`` for a record in no pair.
         signatures: the ``[signatures]`` settings.
         sample: indexes of the records measured. cap: the candidate cap.
-        max_blocks: one result per entry: ``None`` uses every key, a number leaves out the keys whose
-            block holds more listings than that (block purging, see the module docstring); the
+        max_blocks: one result per entry: ``None`` uses every key, a number leaves out the super
+            tokens whose block holds more listings than that (block purging, see the module docstring); the
             listings are signed once for all of them.
     Returns:
         Per entry of ``max_blocks``: ``keys`` (mean keys per record, all of them), ``visited`` and
@@ -91,7 +92,7 @@ def measure(records: Sequence[dict[str, Any]], groups: Sequence[Any], signatures
             visited = 0
             for k in keys[i]:
                 block = postings[k]
-                if bound is not None and len(block) > bound:
+                if bound is not None and len(block) > bound and purgeable(k):
                     continue
                 visited += len(block)
                 shared.update(j for j in block if j != i and records[j].get("source") != src)

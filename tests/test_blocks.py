@@ -22,18 +22,19 @@ from daemon.dedup.worker import is_candidate_pair, query_keys
 from daemon.errors import ConfigError
 from daemon.ops.rarity import refresh_rarity
 from daemon.service import opened_backend
-from daemon.signatures.blocks import BlockCounter, LargeBlocks, key_hash, key_hashes, key_prefix
+from daemon.signatures.blocks import BlockCounter, LargeBlocks, key_hash, key_hashes, key_prefix, purgeable
 from tests.conftest import queues_empty, running_indexer, running_worker, wait_until, with_dedup
 from tests.test_rarity import _insert, _links
 
 
 def test_block_counter_counts_each_block_exactly_across_folds() -> None:
-    """Block sizes equal a plain count of (scope, key) over the documents, whatever the buffer
-    (folds merge partial counts), and a document's repeated key counts once."""
+    """Block sizes equal a plain count of (scope, key) over the documents' super tokens, whatever the
+    buffer (folds merge partial counts); a document's repeated key counts once, and the keys that
+    are never purged (here LSH band keys) are not counted."""
     rng = random.Random(7)
-    docs = [({"user": rng.choice("ab")}, [f"k{rng.randrange(40)}" for _ in range(rng.randrange(1, 12))])
-            for _ in range(500)]
-    expected = Counter(h for scope, keys in docs for h in key_hashes("public.ads", scope, keys))
+    docs = [({"user": rng.choice("ab")}, [f"{rng.choice(['t:p:', 't:0:', 'b1:'])}{rng.randrange(40)}"
+                                           for _ in range(rng.randrange(1, 12))]) for _ in range(500)]
+    expected = Counter(h for scope, keys in docs for h in key_hashes("public.ads", scope, filter(purgeable, keys)))
     for buffer in (1, 17, 10_000):
         counter = BlockCounter(buffer=buffer)
         for scope, keys in docs:
@@ -47,14 +48,18 @@ def test_block_counter_counts_each_block_exactly_across_folds() -> None:
 
 def test_large_blocks_drop_only_their_keys_of_their_scope_in_order() -> None:
     """A large block is one key in one scope of one table: the same key elsewhere is kept, and the
-    kept keys keep their order. The identity is the PostgreSQL backend's stored key hash."""
+    kept keys keep their order. Only super tokens are purged: an LSH band, simhash block or
+    identity key is kept even when listed. The identity is the PostgreSQL backend's stored key hash."""
     table, a, b = "public.ads", {"user": "1"}, {"user": "2"}
-    large = LargeBlocks([key_hash(key_prefix(table, a), "common")], max_block=10)
-    assert large.keep(table, a, ["x", "common", "y"]) == ["x", "y"]
-    assert large.keep(table, b, ["x", "common", "y"]) == ["x", "common", "y"]
-    assert large.keep("public.other", a, ["common"]) == ["common"]
-    assert len(large) == 1 and large.max_block == 10
-    assert backend_key_hashes(table, a, ["common"]) == {key_hash(key_prefix(table, a), "common")}
+    listed = ["t:p:common", "b3:copied", "s1:0f0f", "k:t:title"]
+    large = LargeBlocks([key_hash(key_prefix(table, a), k) for k in listed], max_block=10)
+    assert large.keep(table, a, ["x", "t:p:common", "y", "b3:copied", "s1:0f0f", "k:t:title"]) == [
+        "x", "y", "b3:copied", "s1:0f0f", "k:t:title"]
+    assert large.keep(table, b, ["x", "t:p:common", "y"]) == ["x", "t:p:common", "y"]
+    assert large.keep("public.other", a, ["t:p:common"]) == ["t:p:common"]
+    assert len(large) == 4 and large.max_block == 10
+    assert [purgeable(k) for k in listed] == [True, False, False, False]
+    assert backend_key_hashes(table, a, ["t:p:common"]) == {key_hash(key_prefix(table, a), "t:p:common")}
 
 
 def test_max_block_is_validated_and_defaults_to_500(settings: Settings) -> None:
@@ -67,7 +72,7 @@ def test_max_block_is_validated_and_defaults_to_500(settings: Settings) -> None:
 
 TITLES = ["oak table chairs set", "oak table chairs lamp", "oak table chairs walnut", "oak table chairs pine",
           "oak table chairs stool", "oak table chairs bench", "oak table chairs shelf", "oak table chairs desk",
-          "brass lamp shade", "brass lamp shades"]
+          "brass lamp shade", "brass lamp shades", *["copper kettle whistle"] * 7]
 
 
 def _ads(user: str, order: list[int]) -> list[dict[str, Any]]:
@@ -77,10 +82,11 @@ def _ads(user: str, order: list[int]) -> list[dict[str, Any]]:
 
 
 async def test_the_worker_leaves_the_snapshots_large_blocks_out_whatever_the_order(settings: Settings) -> None:
-    """With ``max_block`` 5, the keys the eight "oak table chairs …" ads of a user all hold are large
-    blocks once the snapshot is refreshed: after the requeue a pair stays linked only if it shares a
-    key outside them, the pairs that shared nothing else are no longer linked, the snapshot lists
-    exactly the blocks larger than 5 documents, and the links are the same whatever order the ads
+    """With ``max_block`` 5, the super tokens the eight "oak table chairs …" ads of a user all hold
+    are large blocks once the snapshot is refreshed: after the requeue a pair stays linked only if it
+    shares a key outside them, the pairs that shared nothing else are no longer linked, the snapshot
+    lists exactly the super tokens' blocks larger than 5 documents, seven copies of one ad still
+    link (through keys that are never purged), and the links are the same whatever order the ads
     came in (user "v" gets the same ads as "u", shuffled and interleaved with them)."""
     s = with_dedup(settings, max_block=5, exhaustive_below=0, rarity=0)
     opts = dedup_options(s)
@@ -101,7 +107,8 @@ async def test_the_worker_leaves_the_snapshots_large_blocks_out_whatever_the_ord
     assert snap is not None and snap.version == report["version"]
     large = snap.large_blocks
     assert report["max_block"] == large.max_block == 5 and report["large_blocks"] == len(large) > 0
-    blocks = Counter(h for d in docs.values() for h in key_hashes("public.ads", d.scope, lookup_keys(d.keys)))
+    blocks = Counter(h for d in docs.values()
+                     for h in key_hashes("public.ads", d.scope, filter(purgeable, lookup_keys(d.keys))))
     assert {h for h in blocks if h in large} == {h for h, n in blocks.items() if n > 5}
     purged = replace(opts, scoring=opts.scoring.with_snapshot(snap))
     for a, b in after:
@@ -119,4 +126,7 @@ async def test_the_worker_leaves_the_snapshots_large_blocks_out_whatever_the_ord
         return {frozenset((named[a][1], named[b][1])): v for (a, b), v in links.items() if named[a][0] == user}
 
     assert frozenset(("brass lamp shade", "brass lamp shades")) in of("u", after)  # small blocks still find pairs
+    # seven copies: their super tokens are large blocks, their identity and simhash keys are not purged
+    copies = [rid for rid in ids if named[rid] == ("u", "copper kettle whistle")]
+    assert all(any(rid in pair for pair in after) for rid in copies)
     assert of("u", after) == of("v", after) and of("u", before) == of("v", before)

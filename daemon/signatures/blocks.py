@@ -8,8 +8,8 @@ of a lookup is the sum of those blocks' sizes.
 * **Identity.** A block is identified by the signed 64-bit xxh64 of ``table \\x1f scope \\x1f key``
   (:func:`key_hash`). The PostgreSQL backend stores exactly these hashes per document
   (``nearsync.documents.key_hashes``, migration 0010), so a block there is one GIN posting list.
-* **Sizes.** :class:`BlockCounter` counts, from every live document's keys, how many documents
-  each block holds, exactly.
+* **Sizes.** :class:`BlockCounter` counts, from every live document's super tokens (below), how
+  many documents each of their blocks holds, exactly.
 * **Purging.** Most blocks are small; those that grow with the catalogue are the title word pairs
   of common words ("digital camera", "usb cable"): they rank a listing's true siblings and
   unrelated products alike and make a lookup read thousands of entries. *Block purging*
@@ -21,6 +21,16 @@ of a lookup is the sum of those blocks' sizes.
   30% at 100,000 listings and 79% at 1,000,000 while the true duplicates among the 50 best
   candidates rose (0.764 → 0.776 and 0.638 → 0.686): the purged keys were the ones pushing true
   duplicates out of the candidate cap.
+
+Only **super tokens** (keys ``"t:…"``: pairs of sampled title words, and the configured rules'
+sampled words and cells, :mod:`~daemon.signatures.supertokens`) are ever purged
+(:func:`purgeable`). Their blocks grow with how common the *words* are, whatever the records'
+duplication. The other keys are evidence of near-identity: an LSH band key (``b…``) is shared only
+by texts whose MinHash agrees on a whole band, a simhash block key (``s…``) by near-equal simhashes,
+an identity key (``k:…``) by equal titles or model numbers; their blocks grow large only when many
+records are copies of one another (one ad posted 600 times, a wire story syndicated to 500 sites),
+which are exactly the records that must find each other. So a group of copies, however large,
+still finds itself through them.
 
 Which blocks are large is a *snapshot* (stored with the token-rarity snapshot, ``nearsync rarity
 refresh``), not a count kept live, so that which records are candidates of which stays a function of
@@ -75,6 +85,15 @@ def key_hashes(table: str, scope: Mapping[str, str], keys: Iterable[str]) -> set
     return out
 
 
+PURGEABLE_PREFIX = "t:"
+"""The prefix of the keys block purging may leave out: super tokens (see the module docstring)."""
+
+
+def purgeable(key: str) -> bool:
+    """Whether block purging may leave ``key`` out of a lookup: a super token (``"t:…"``)."""
+    return key.startswith(PURGEABLE_PREFIX)
+
+
 class LargeBlocks:
     """The blocks of a snapshot that hold more than ``max_block`` documents (immutable).
 
@@ -99,7 +118,8 @@ class LargeBlocks:
         return block in self._hashes
 
     def keep(self, table: str, scope: Mapping[str, str], keys: Sequence[str]) -> list[str]:
-        """``keys`` without those naming a large block of ``table`` and ``scope``, in their order.
+        """``keys`` without the :func:`purgeable` ones naming a large block of ``table`` and
+        ``scope``, in their order.
 
         Returns:
             The kept keys (a new list; ``keys`` as given when no block is large).
@@ -110,9 +130,11 @@ class LargeBlocks:
         digest, large = xxhash.xxh64_intdigest, self._hashes
         out = []
         for k in keys:
-            h = digest(prefix + k.encode())
-            if (h - _TWO_64 if h >= _TWO_63 else h) not in large:
-                out.append(k)
+            if k.startswith(PURGEABLE_PREFIX):
+                h = digest(prefix + k.encode())
+                if (h - _TWO_64 if h >= _TWO_63 else h) in large:
+                    continue
+            out.append(k)
         return out
 
 
@@ -122,8 +144,8 @@ class BlockCounter:
 
     Memory: the block identities are buffered as int64 (8 bytes per key occurrence, up to
     ``buffer`` of them, default 4,000,000 = 32 MB) and folded into a sorted table of distinct
-    blocks with their counts (12 bytes per distinct block): ~120 MB for 10 million distinct keys,
-    which a catalogue of a million signed listings has (most LSH band keys are one document's).
+    blocks with their counts (12 bytes per distinct block, about three times that while a fold
+    runs): ~120 MB for 10 million distinct super tokens.
 
     Args:
         buffer: key occurrences buffered before a fold (>= 1).
@@ -140,9 +162,10 @@ class BlockCounter:
         self.documents = 0
 
     def add(self, table: str, scope: Mapping[str, str], keys: Iterable[str]) -> None:
-        """Count one document of ``table`` in ``scope`` holding ``keys`` (repeats count once)."""
+        """Count one document of ``table`` in ``scope`` holding ``keys`` (repeats count once); only
+        the :func:`purgeable` keys are counted (no other is ever purged)."""
         self.documents += 1
-        hashes = key_hashes(table, scope, keys)
+        hashes = key_hashes(table, scope, [k for k in keys if k.startswith(PURGEABLE_PREFIX)])
         if hashes:
             self._pending.append(np.fromiter(hashes, dtype=np.int64, count=len(hashes)))
             self._pending_n += len(hashes)
