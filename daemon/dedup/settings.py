@@ -35,12 +35,14 @@ makes candidate recall 1 there whatever the keys miss (a copy without its body, 
 200 pair scores per record; larger scopes rely on the keys (and ``candidate_cap``)."""
 
 MAX_BLOCK = 500
-"""Default ``max_block``: block purging (:mod:`daemon.signatures.blocks`). A candidate key whose block
-(the documents of the scope holding it) held more than this many documents when the active corpus
-snapshot was built (``nearsync rarity refresh``) is left out of candidate lookups. Such a key is a
-pair of common title words or a boilerplate text: it names hundreds of products at once, so it
-cannot tell a record's duplicates from the rest, while reading its block is most of a lookup's
-cost in a large catalogue. 500 is ten times the ``candidate_cap`` (50): a block that large can
+"""Default ``max_block``: block purging (:mod:`daemon.signatures.blocks`). A super token (a pair of
+sampled title words, or a rule's sampled words and cells) whose block (the documents of the scope
+holding it) held more than this many documents when the active corpus snapshot was built
+(``nearsync rarity refresh``) is left out of candidate lookups. Such a key is a pair of common
+words ("digital camera"): it names hundreds of products at once, so it cannot tell a record's
+duplicates from the rest, while reading its block is most of a lookup's cost in a large catalogue.
+LSH band, simhash and identity keys are never left out, so a large group of copies still finds
+itself. 500 is ten times the ``candidate_cap`` (50): a block that large can
 never be scored whole anyway, so the cap, not the key, decides which of its members are scored,
 by the other keys they share. The record's other keys (rarer word pairs, model numbers, LSH bands of
 its text) still find its duplicates. Measured on the generated product corpus
