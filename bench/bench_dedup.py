@@ -498,7 +498,7 @@ def main() -> None:
                          "and print where the time went")
     ap.add_argument("--cached-documents", type=int,
                     help="with --corpus abt-buy: [index] cached_documents, the PostgreSQL backend's document "
-                         "cache bound (default: the daemon's, 20,000)")
+                         "cache bound (default: the daemon's, 30,000)")
     ap.add_argument("--snapshot", type=int, metavar="MAX_BLOCK",
                     help="with --corpus abt-buy: build the corpus snapshot after the load (nearsync rarity "
                          "refresh: title-word rarity, and the blocks larger than MAX_BLOCK listings left out "

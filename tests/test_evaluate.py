@@ -188,7 +188,7 @@ def test_evaluation_index_options_size_the_document_cache_to_the_set() -> None:
     from daemon.backends.doc_cache import DEFAULT_CACHED_DOCUMENTS
     from daemon.evaluation.evaluate import EVALUATE_CACHED_DOCUMENTS_MAX, evaluation_index_options
 
-    assert evaluation_index_options("postgres", 25_000) == {"cached_documents": 25_000}
+    assert evaluation_index_options("postgres", 40_000) == {"cached_documents": 40_000}
     assert evaluation_index_options("postgres", 10) == {"cached_documents": DEFAULT_CACHED_DOCUMENTS}
     assert evaluation_index_options("postgres", 10**7) == {"cached_documents": EVALUATE_CACHED_DOCUMENTS_MAX}
     given = {"cached_documents": 7, "pool_size": 2}

@@ -31,27 +31,28 @@ from daemon.backends.base import IndexDocument
 DocKey = tuple[str, str, int]
 """``(table, record_id, version)``."""
 
-DEFAULT_CACHED_DOCUMENTS = 20_000
+DEFAULT_CACHED_DOCUMENTS = 30_000
 """Default bound of :class:`DocumentCache` (documents). A decoded product listing of the Abt-Buy bench
 corpus takes ~6.4 kB of Python objects, and the scorer's values prepared on it (the
 :class:`~daemon.scoring.side.Side` the dedup worker keeps on a document) ~1.5 kB more after its
 first pair (``tracemalloc`` over 3,000 of them, 2026-11-27; more once scored against many records).
-Until 2026-11-27 its ``bottomk`` and 128-value ``minhash`` were lists of Python ints and the Side
-held a numpy copy of the MinHash: ~10.9 and ~2.0 kB measured the same way (~14.5 and ~4.6 kB by an
-earlier, wider measure); they are now :class:`~daemon.db.arrays.PackedInts` (:class:`~daemon.db.arrays.PackedInt8ArrayLoader`) and the
-Side's view shares the MinHash. So 20,000 hold ~160-290 MB of documents with their scoring values
-(by the two measures): a worker of ~200 MB before its cache stays well within ~600 MB, which a small
-machine (1-2 GB, the database elsewhere) can give a worker; classified ads, shorter than product
-listings, take less. The same memory as the lists took now holds ~27,000-32,000 documents. On a
-dense catalogue a 200-record lookup touches ~6,000 distinct candidates and product lines are found
-again by later batches: on the 20,000-listing dense bench (2026-11-26, busy) 10,000 documents missed
-~28% of the candidates and 20,000 cut the worker's CPU from 3.1-3.2 to 2.5-2.7 ms per record, with
-the same resident memory at the end of the drain (483 against 484 MB: the memory of the documents a
-smaller cache drops is kept by the allocator for the next ones); on the 100,000-listing one
-(2026-11-27, busy) 30,000 instead of 20,000 read 24.5-24.9 instead of 29.8-30.3 documents per record
-and took 3.6-3.9 instead of 4.3 ms of worker CPU per record (docs/benchmarks.md). Lower it
-(``[index] cached_documents``) on a machine short of memory, raise it on one with memory to spare;
-50,000 would be ~400-700 MB."""
+So 30,000 hold ~240-430 MB of documents with their scoring values (by this measure and an earlier,
+wider one of ~10 + 4 kB): about what the previous default of 20,000 took before 2026-11-27, when
+``bottomk`` and the 128-value ``minhash`` were lists of Python ints (~10.9 + 2.0 kB measured the
+same way, ~14.5 + 4.6 kB by the wider measure); they are now
+:class:`~daemon.db.arrays.PackedInts` (:class:`~daemon.db.arrays.PackedInt8ArrayLoader`) and the
+Side's view shares the MinHash. A worker of ~200 MB before its cache stays within ~650 MB, which a
+small machine (1-2 GB, the database elsewhere) can give a worker; classified ads, shorter than
+product listings, take less. On a dense catalogue a 200-record lookup touches ~6,000 distinct
+candidates and product lines are found again by later batches: on the 20,000-listing dense bench
+(2026-11-26, busy) 10,000 documents missed ~28% of the candidates and 20,000 cut the worker's CPU
+from 3.1-3.2 to 2.5-2.7 ms per record, with the same resident memory at the end of the drain (483
+against 484 MB: the memory of the documents a smaller cache drops is kept by the allocator for the
+next ones); on the 100,000-listing one (2026-11-27, busy) 30,000 instead of 20,000 read 24.5-24.9
+instead of 29.8-30.3 documents per record and took 3.6-3.9 instead of 4.3 ms of worker CPU per
+record, with 694-711 MB resident after the drain against 878-881 MB for the code before at 20,000
+(docs/benchmarks.md). Lower it (``[index] cached_documents``) on a machine short of memory, raise it
+on one with memory to spare; 50,000 would be ~400-700 MB."""
 
 
 class DocumentCache:

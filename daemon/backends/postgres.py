@@ -69,7 +69,7 @@ class PostgresBackend:
         pool_size: max connections (default 4).
         connect_timeout_s: how long to wait for a connection before raising TransientIndexError.
         cached_documents: most decoded documents kept in memory (LRU, default
-            :data:`~daemon.backends.doc_cache.DEFAULT_CACHED_DOCUMENTS`, 20,000; ~6.5-8 kB each for a
+            :data:`~daemon.backends.doc_cache.DEFAULT_CACHED_DOCUMENTS`, 30,000; ~6.5-8 kB each for a
             product listing with its MinHash and scoring values; ``0``: no cache), keyed by ``(table, record_id, version)`` so
             an entry is never stale (see :mod:`daemon.backends.doc_cache`). ``[index]
             cached_documents`` sets it.

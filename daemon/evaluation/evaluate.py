@@ -327,7 +327,7 @@ def evaluation_mapping(ds: Dataset, *, profile: str = DEFAULT_PROFILE, config: d
 
 EVALUATE_CACHED_DOCUMENTS_MAX = 50_000
 """Most documents :func:`evaluation_index_options` lets the PostgreSQL backend's document cache hold
-(~19 kB each with the scorer's prepared values, see
+(~8-19 kB each with the scorer's prepared values, see
 :data:`~daemon.backends.doc_cache.DEFAULT_CACHED_DOCUMENTS`: ~1 GB at most)."""
 
 
