@@ -1,7 +1,8 @@
 """Connection-pool callbacks shared by nearsync's psycopg pools (psycopg_pool.AsyncConnectionPool).
 
-:func:`configure_session` sets up each new pooled connection (``sql/queries/queue.sql``,
-``session_settings``: JIT off).
+:func:`configure_session` sets up each new pooled connection (``sql/queries/listen.sql``,
+``session_settings``: JIT off) and gives it :class:`PlanModeCursor`, which picks per call between
+a plan made once per connection (generic) and one made with the call's values (custom).
 
 ``AsyncConnectionPool.check_connection`` pings every connection it hands out: one more round trip
 (~0.12 ms here) on every borrow, three or four of them per record in the dedup worker's one-record
@@ -13,30 +14,172 @@ caller already treats as transient (retry with backoff), and the pool then disca
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sized
+import enum
 import time
 import weakref
 from typing import Any
 
 import psycopg
+from psycopg.pq import PipelineStatus, TransactionStatus
 from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool
 
 from daemon.db import jsoncodec
 from daemon.db.queries import query
 
+GENERIC_PLAN_MAX_ELEMENTS = 100
+"""The longest array parameter (elements) of a call that runs from a generic plan (see
+:class:`PlanModeCursor`). A generic plan is made once per connection without the parameter values,
+taking every array parameter to hold 10 elements (``= ANY($1)``, ``unnest($1)``); a custom plan
+sees the values and costs a planning pass per call: 0.02-0.5 ms for nearsync's statements, about a
+third of PostgreSQL's time per statement of a one-record dedup batch. Up to 100 elements a
+statement's work is a few index probes per element, within an order of magnitude of what the
+generic plan was costed for: one record's candidate keys (10-40 per record on product listings:
+bands, blocks and super tokens, a number set by the signature settings, not by the catalogue's
+size), the ids of a one-record or realtime batch and of its partners. Every dedup statement's
+generic plan, compared with its custom plan on the calls of the dense bench at 20,000 and 100,000
+listings, ran in 0.9-1.3x its time at these sizes (docs/benchmarks.md). A call with a longer array
+(a backlog batch: hundreds to thousands of ids or keys) does enough work that planning is a small
+share of it, and a plan costed for 10 elements can be far off there: generic plans of such calls
+once chose a nested loop over thousands of candidate keys (500-600 ms against 50 ms per 100
+lookups) and made ``delete_links_of`` 140-167 ms against 11 ms (docs/operations.md), so those
+calls are always planned with their values."""
+
+
+def has_long_array(params: Mapping[str, Any] | tuple[Any, ...] | list[Any] | None) -> bool | None:
+    """Whether a call with ``params`` needs a plan made with its values.
+
+    Args:
+        params: the call's parameters (a mapping or a sequence of values; None: none). An array
+            parameter is any sized value other than text, bytes and mappings (a list, a tuple,
+            :class:`~daemon.db.arrays.Int8Array` and the like).
+
+    Returns:
+        True when some array parameter holds more than :data:`GENERIC_PLAN_MAX_ELEMENTS`
+        elements; False when there are array parameters and none is that long; None when there is
+        no array parameter (scalars only, or no parameters: either plan will do).
+    """
+    if not params:
+        return None
+    found = None
+    for v in params.values() if isinstance(params, Mapping) else params:
+        if isinstance(v, Sized) and not isinstance(v, (str, bytes, bytearray, Mapping)):
+            if len(v) > GENERIC_PLAN_MAX_ELEMENTS:
+                return True
+            found = False
+    return found
+
+
+class _Mode(enum.Enum):
+    """A ``plan_cache_mode`` value, or UNKNOWN (set inside a transaction, which may still roll it back)."""
+
+    AUTO = "auto"
+    GENERIC = "force_generic_plan"
+    UNKNOWN = "unknown"
+
+
+class _Modes:
+    """What :class:`PlanModeCursor` knows of one connection's ``plan_cache_mode``: ``session``, the
+    session-level value (exact when set where it holds for good, :func:`_settled`), and ``local``,
+    the value it set for the current transaction (``SET LOCAL``; None: none, or the transaction
+    ended). ``local`` may outlive its transaction when a new one began before the next call: it is
+    then only trusted where trusting it wrongly costs a planning pass, never a generic plan for a
+    long call."""
+
+    __slots__ = ("local", "session")
+
+    def __init__(self, session: _Mode) -> None:
+        self.session = session
+        self.local: _Mode | None = None
+
+
+_MODES: weakref.WeakKeyDictionary[psycopg.AsyncConnection[Any], _Modes] = weakref.WeakKeyDictionary()
+
+
+def _settled(conn: psycopg.AsyncConnection[Any]) -> bool:
+    """True when a session setting made now is in force for good: autocommit, outside any
+    transaction and pipeline (a ``SET`` inside a transaction is undone if it rolls back)."""
+    return (conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE
+            and conn.pgconn.pipeline_status == PipelineStatus.OFF)
+
+
+async def _set_mode(conn: psycopg.AsyncConnection[Any], mode: _Mode, *, local: bool) -> None:
+    await psycopg.AsyncCursor(conn).execute(query("plan_cache_mode"), {"mode": mode.value, "local": local})
+
+
+class PlanModeCursor(psycopg.AsyncCursor[Any]):
+    """The cursor of every pooled connection (:func:`configure_session`). Before each call it sets
+    the connection's ``plan_cache_mode`` when the call needs another one than the connection is
+    known to have (one more statement, only on a change):
+
+    * a call with an array parameter longer than :data:`GENERIC_PLAN_MAX_ELEMENTS` runs unnamed
+      (``prepare=False``) under ``auto``, where PostgreSQL always plans an unnamed statement with
+      its values (a custom plan). Unless the session is known to be in ``auto``, ``auto`` is set
+      first for the session, wherever the connection is (inside a transaction too, where the call
+      then sees it; the session's mode is then unknown until it is set again outside one);
+    * a call whose array parameters are all that short runs under ``force_generic_plan``:
+      psycopg prepares it on its 5th run on the connection, and PostgreSQL plans it once for the
+      connection. Outside a transaction it is set for the session and kept; inside one, for the
+      transaction (``SET LOCAL``, undone when it ends whatever the outcome);
+    * a call without array parameters runs under whatever mode the connection has.
+
+    So a long call never runs from a generic plan, and a connection that serves short calls keeps
+    ``force_generic_plan`` between them (the dedup worker's one-record batches: no planning pass
+    per statement once each is prepared). ``auto`` alone was not enough: PostgreSQL keeps custom
+    plans for a statement whose generic plan is costed for 10 array elements against 1-40 in the
+    calls (``delete_links_of``, ``scope_members``, ``get_documents_known``; docs/benchmarks.md).
+    ``executemany`` is left as psycopg's.
+    """
+
+    async def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None,
+                      binary: bool | None = None) -> "PlanModeCursor":
+        """psycopg's ``AsyncCursor.execute`` under the plan mode the call needs (see the class);
+        ``prepare`` defaults to False for a long call.
+
+        Raises:
+            psycopg.Error: as psycopg's.
+        """
+        conn = self.connection
+        modes = _MODES.get(conn)
+        if modes is not None:
+            settled = _settled(conn)
+            if settled:
+                modes.local = None  # no transaction: whatever was set for one is gone
+            long = has_long_array(params)
+            if long:
+                if prepare is None:
+                    prepare = False
+                if modes.session != _Mode.AUTO or modes.local not in (None, _Mode.AUTO):
+                    await _set_mode(conn, _Mode.AUTO, local=False)
+                    modes.session, modes.local = (_Mode.AUTO, None) if settled else (_Mode.UNKNOWN, _Mode.AUTO)
+            elif long is not None and modes.session != _Mode.GENERIC and modes.local != _Mode.GENERIC:
+                await _set_mode(conn, _Mode.GENERIC, local=not settled)
+                if settled:
+                    modes.session = _Mode.GENERIC
+                else:
+                    modes.local = _Mode.GENERIC
+        await super().execute(query, params, prepare=prepare, binary=binary)
+        return self
+
 
 async def configure_session(conn: psycopg.AsyncConnection[Any]) -> None:
     """Pool ``configure`` callback for a new connection: parse ``json``/``jsonb`` with orjson
     (:func:`daemon.db.jsoncodec.loads`; the dedup worker reads thousands of documents and links per
-    batch), and apply ``session_settings`` (JIT off: the planner over-estimates a recursive CTE by
-    orders of magnitude and PostgreSQL then spent ~180 ms compiling a ~20 ms statement at
-    1,000,000 records).
+    batch), create cursors as :class:`PlanModeCursor` (generic plans for calls with short arrays,
+    custom plans for long ones), and apply ``session_settings`` (JIT off: the planner
+    over-estimates a recursive CTE by orders of magnitude and PostgreSQL then spent ~180 ms
+    compiling a ~20 ms statement at 1,000,000 records; ``plan_cache_mode = auto`` whatever the
+    server's default).
 
     Raises:
         psycopg.Error: the connection failed (the pool discards it).
     """
     set_json_loads(jsoncodec.loads, conn)
+    settled = _settled(conn)
     await conn.execute(query("session_settings"))
+    _MODES[conn] = _Modes(_Mode.AUTO if settled else _Mode.UNKNOWN)
+    conn.cursor_factory = PlanModeCursor
 
 
 class IdleCheck:
