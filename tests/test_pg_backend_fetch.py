@@ -182,21 +182,20 @@ def test_cached_documents_option_is_validated(bad: Any) -> None:
 async def test_bulk_writes_bring_the_planners_view_up_to_date(be: PostgresBackend, fresh_db: str) -> None:
     """After ANALYZE_FIRST_AT documents written, the backend has analysed the index table (the
     planner's row count is the real one, not "never analysed") and merged the key index's pending
-    list; its pooled sessions choose the plan per call (daemon.db.pool.PlanModeCursor, whose rule
-    tests/test_pgpool.py reads from executed plans): the batch of 250 documents, longer than
-    GENERIC_PLAN_MAX_ELEMENTS, left the session in auto (custom plans for it)."""
+    list; its pooled sessions plan with the parameter values (daemon.db.pool.PlanModeCursor, whose
+    rule tests/test_pgpool.py reads from executed plans: only the calls of queries marked
+    ``-- plan: generic`` with short arrays run from generic plans, not these writes)."""
     import psycopg
 
     from daemon.backends.base import PlannerStatistics
     from daemon.backends.postgres import ANALYZE_FIRST_AT
-    from daemon.db.pool import GENERIC_PLAN_MAX_ELEMENTS, PlanModeCursor
+    from daemon.db.pool import PlanModeCursor
 
     assert isinstance(be, PlannerStatistics)
     async with await psycopg.AsyncConnection.connect(fresh_db, autocommit=True) as conn:
         reltuples = "SELECT reltuples::bigint FROM pg_class WHERE oid = 'nearsync.documents'::regclass"
         assert (await (await conn.execute(reltuples)).fetchone())[0] <= 0  # type: ignore[index]
         n = ANALYZE_FIRST_AT + 50
-        assert n > GENERIC_PLAN_MAX_ELEMENTS
         await be.write([doc(str(i), 1, [f"b1:{i % 7}", f"b2:{i}"]) for i in range(n)], [])
         assert (await (await conn.execute(reltuples)).fetchone())[0] == n  # type: ignore[index]
         merged = "SELECT gin_clean_pending_list('nearsync.documents_key_hashes'::regclass)"
@@ -205,7 +204,7 @@ async def test_bulk_writes_bring_the_planners_view_up_to_date(be: PostgresBacken
         assert (await (await conn.execute(merged)).fetchone())[0] == 1  # type: ignore[index]
     async with be._pool.connection() as conn:
         assert conn.cursor_factory is PlanModeCursor
-        assert (await (await conn.execute("SHOW plan_cache_mode")).fetchone())[0] == "auto"  # type: ignore[index]
+        assert (await (await conn.execute("SHOW plan_cache_mode")).fetchone())[0] == "force_custom_plan"  # type: ignore[index]
 
 
 def _plan_nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:

@@ -1,8 +1,9 @@
 """Connection-pool callbacks shared by nearsync's psycopg pools (psycopg_pool.AsyncConnectionPool).
 
 :func:`configure_session` sets up each new pooled connection (``sql/queries/listen.sql``,
-``session_settings``: JIT off) and gives it :class:`PlanModeCursor`, which picks per call between
-a plan made once per connection (generic) and one made with the call's values (custom).
+``session_settings``: JIT off, custom plans) and gives it :class:`PlanModeCursor`, which lets the
+calls of the queries marked ``-- plan: generic`` with short arrays run from a plan made once per
+connection (generic) and every other call from one made with its values (custom).
 
 ``AsyncConnectionPool.check_connection`` pings every connection it hands out: one more round trip
 (~0.12 ms here) on every borrow, three or four of them per record in the dedup worker's one-record
@@ -26,25 +27,25 @@ from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool
 
 from daemon.db import jsoncodec
-from daemon.db.queries import query
+from daemon.db.queries import generic_plan_ok, query
 
 GENERIC_PLAN_MAX_ELEMENTS = 100
-"""The longest array parameter (elements) of a call that runs from a generic plan (see
+"""The longest array parameter (elements) of a call that may run from a generic plan (see
 :class:`PlanModeCursor`). A generic plan is made once per connection without the parameter values,
 taking every array parameter to hold 10 elements (``= ANY($1)``, ``unnest($1)``); a custom plan
 sees the values and costs a planning pass per call: 0.02-0.5 ms for nearsync's statements, about a
-third of PostgreSQL's time per statement of a one-record dedup batch. Up to 100 elements a
-statement's work is a few index probes per element, within an order of magnitude of what the
-generic plan was costed for: one record's candidate keys (10-40 per record on product listings:
-bands, blocks and super tokens, a number set by the signature settings, not by the catalogue's
-size), the ids of a one-record or realtime batch and of its partners. Every dedup statement's
-generic plan, compared with its custom plan on the calls of the dense bench at 20,000 and 100,000
-listings, ran in 0.9-1.3x its time at these sizes (docs/benchmarks.md). A call with a longer array
-(a backlog batch: hundreds to thousands of ids or keys) does enough work that planning is a small
-share of it, and a plan costed for 10 elements can be far off there: generic plans of such calls
-once chose a nested loop over thousands of candidate keys (500-600 ms against 50 ms per 100
-lookups) and made ``delete_links_of`` 140-167 ms against 11 ms (docs/operations.md), so those
-calls are always planned with their values."""
+quarter of PostgreSQL's time per one-record dedup batch. Up to 100 elements a statement's work is
+a few index probes per element, within an order of magnitude of what the generic plan was costed
+for: one record's candidate keys (10-40 per record on product listings: bands, blocks and super
+tokens, a number set by the signature settings, not by the catalogue's size), the ids of a
+one-record or realtime batch and of its partners. The generic plans of the statements marked
+``-- plan: generic``, compared with their custom plans on the calls of the dense bench at 20,000
+and 100,000 listings, ran in 0.8-1.3x their time at these sizes (docs/benchmarks.md). A call with
+a longer array (a backlog batch: hundreds to thousands of ids or keys) does enough work that
+planning is a small share of it, and a plan costed for 10 elements can be far off there: generic
+plans of such calls once chose a nested loop over thousands of candidate keys (500-600 ms against
+50 ms per 100 lookups) and made ``delete_links_of`` 140-167 ms against 11 ms (docs/operations.md),
+so those calls are always planned with their values."""
 
 
 def has_long_array(params: Mapping[str, Any] | tuple[Any, ...] | list[Any] | None) -> bool | None:
@@ -74,7 +75,7 @@ def has_long_array(params: Mapping[str, Any] | tuple[Any, ...] | list[Any] | Non
 class _Mode(enum.Enum):
     """A ``plan_cache_mode`` value, or UNKNOWN (set inside a transaction, which may still roll it back)."""
 
-    AUTO = "auto"
+    CUSTOM = "force_custom_plan"
     GENERIC = "force_generic_plan"
     UNKNOWN = "unknown"
 
@@ -82,10 +83,9 @@ class _Mode(enum.Enum):
 class _Modes:
     """What :class:`PlanModeCursor` knows of one connection's ``plan_cache_mode``: ``session``, the
     session-level value (exact when set where it holds for good, :func:`_settled`), and ``local``,
-    the value it set for the current transaction (``SET LOCAL``; None: none, or the transaction
-    ended). ``local`` may outlive its transaction when a new one began before the next call: it is
-    then only trusted where trusting it wrongly costs a planning pass, never a generic plan for a
-    long call."""
+    the value set for the current transaction (None: none, or the transaction ended). ``local`` may
+    outlive its transaction when a new one began before the next call: it is trusted only where
+    trusting it wrongly costs a planning pass, never to run a call from a generic plan."""
 
     __slots__ = ("local", "session")
 
@@ -109,56 +109,55 @@ async def _set_mode(conn: psycopg.AsyncConnection[Any], mode: _Mode, *, local: b
 
 
 class PlanModeCursor(psycopg.AsyncCursor[Any]):
-    """The cursor of every pooled connection (:func:`configure_session`). Before each call it sets
-    the connection's ``plan_cache_mode`` when the call needs another one than the connection is
-    known to have (one more statement, only on a change):
+    """The cursor of every pooled connection (:func:`configure_session`). Sessions plan every call
+    with its values (``plan_cache_mode = force_custom_plan``) except the calls of a query marked
+    ``-- plan: generic`` (:func:`~daemon.db.queries.generic_plan_ok`) whose array parameters all
+    hold at most :data:`GENERIC_PLAN_MAX_ELEMENTS` elements: those run under
+    ``force_generic_plan``, so once psycopg has prepared the statement (its 5th run on the
+    connection) PostgreSQL plans it once per connection instead of once per call.
 
-    * a call with an array parameter longer than :data:`GENERIC_PLAN_MAX_ELEMENTS` runs unnamed
-      (``prepare=False``) under ``auto``, where PostgreSQL always plans an unnamed statement with
-      its values (a custom plan). Unless the session is known to be in ``auto``, ``auto`` is set
-      first for the session, wherever the connection is (inside a transaction too, where the call
-      then sees it; the session's mode is then unknown until it is set again outside one);
-    * a call whose array parameters are all that short runs under ``force_generic_plan``:
-      psycopg prepares it on its 5th run on the connection, and PostgreSQL plans it once for the
-      connection. Outside a transaction it is set for the session and kept; inside one, for the
-      transaction (``SET LOCAL``, undone when it ends whatever the outcome);
-    * a call without array parameters runs under whatever mode the connection has.
+    Before a call that needs the other mode than the connection is known to have, the mode is set
+    (one more statement, only on a change): for a generic call, for the session when that holds for
+    good (autocommit, outside a transaction and a pipeline), else for the transaction
+    (``SET LOCAL``, undone when it ends whatever the outcome); for any other call with parameters,
+    ``force_custom_plan`` for the session, wherever the connection is (inside a transaction the
+    call then sees it, and the session's mode is unknown until it is set again). So a call that is
+    not marked, or has a long array, never runs from a generic plan; a connection that serves
+    marked short calls (the dedup worker's one-record batches) keeps ``force_generic_plan``
+    between them. A call without parameters has one plan either way. ``executemany`` is left as
+    psycopg's.
 
-    So a long call never runs from a generic plan, and a connection that serves short calls keeps
-    ``force_generic_plan`` between them (the dedup worker's one-record batches: no planning pass
-    per statement once each is prepared). ``auto`` alone was not enough: PostgreSQL keeps custom
-    plans for a statement whose generic plan is costed for 10 array elements against 1-40 in the
-    calls (``delete_links_of``, ``scope_members``, ``get_documents_known``; docs/benchmarks.md).
-    ``executemany`` is left as psycopg's.
+    Why not ``plan_cache_mode = auto``: PostgreSQL keeps custom plans for statements whose generic
+    plan is costed for 10 array elements against the 1-40 of one record (``delete_links_of``,
+    ``scope_members``, ``get_documents_known``: planning 1.35 against 0.3 ms a record), and would
+    choose a generic plan for the queue's ``claim`` on a queue that grew after its choice (its
+    ``LIMIT`` is then costed at 10% of the table: 91-126 ms against 0.7-38 ms a claim on 200,000
+    queued rows; docs/benchmarks.md).
     """
 
     async def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None,
                       binary: bool | None = None) -> "PlanModeCursor":
-        """psycopg's ``AsyncCursor.execute`` under the plan mode the call needs (see the class);
-        ``prepare`` defaults to False for a long call.
+        """psycopg's ``AsyncCursor.execute`` under the plan mode the call needs (see the class).
 
         Raises:
             psycopg.Error: as psycopg's.
         """
         conn = self.connection
         modes = _MODES.get(conn)
-        if modes is not None:
+        if modes is not None and params:
             settled = _settled(conn)
             if settled:
                 modes.local = None  # no transaction: whatever was set for one is gone
-            long = has_long_array(params)
-            if long:
-                if prepare is None:
-                    prepare = False
-                if modes.session != _Mode.AUTO or modes.local not in (None, _Mode.AUTO):
-                    await _set_mode(conn, _Mode.AUTO, local=False)
-                    modes.session, modes.local = (_Mode.AUTO, None) if settled else (_Mode.UNKNOWN, _Mode.AUTO)
-            elif long is not None and modes.session != _Mode.GENERIC and modes.local != _Mode.GENERIC:
-                await _set_mode(conn, _Mode.GENERIC, local=not settled)
-                if settled:
-                    modes.session = _Mode.GENERIC
-                else:
-                    modes.local = _Mode.GENERIC
+            if generic_plan_ok(query) and not has_long_array(params):
+                if modes.session != _Mode.GENERIC and modes.local != _Mode.GENERIC:
+                    await _set_mode(conn, _Mode.GENERIC, local=not settled)
+                    if settled:
+                        modes.session = _Mode.GENERIC
+                    else:
+                        modes.local = _Mode.GENERIC
+            elif modes.session != _Mode.CUSTOM or modes.local == _Mode.GENERIC:
+                await _set_mode(conn, _Mode.CUSTOM, local=False)
+                modes.session, modes.local = (_Mode.CUSTOM, None) if settled else (_Mode.UNKNOWN, _Mode.CUSTOM)
         await super().execute(query, params, prepare=prepare, binary=binary)
         return self
 
@@ -166,11 +165,10 @@ class PlanModeCursor(psycopg.AsyncCursor[Any]):
 async def configure_session(conn: psycopg.AsyncConnection[Any]) -> None:
     """Pool ``configure`` callback for a new connection: parse ``json``/``jsonb`` with orjson
     (:func:`daemon.db.jsoncodec.loads`; the dedup worker reads thousands of documents and links per
-    batch), create cursors as :class:`PlanModeCursor` (generic plans for calls with short arrays,
-    custom plans for long ones), and apply ``session_settings`` (JIT off: the planner
-    over-estimates a recursive CTE by orders of magnitude and PostgreSQL then spent ~180 ms
-    compiling a ~20 ms statement at 1,000,000 records; ``plan_cache_mode = auto`` whatever the
-    server's default).
+    batch), create cursors as :class:`PlanModeCursor` (generic plans for the marked queries' calls
+    with short arrays, custom plans for every other call), and apply ``session_settings`` (JIT
+    off: the planner over-estimates a recursive CTE by orders of magnitude and PostgreSQL then
+    spent ~180 ms compiling a ~20 ms statement at 1,000,000 records; ``force_custom_plan``).
 
     Raises:
         psycopg.Error: the connection failed (the pool discards it).
@@ -178,7 +176,7 @@ async def configure_session(conn: psycopg.AsyncConnection[Any]) -> None:
     set_json_loads(jsoncodec.loads, conn)
     settled = _settled(conn)
     await conn.execute(query("session_settings"))
-    _MODES[conn] = _Modes(_Mode.AUTO if settled else _Mode.UNKNOWN)
+    _MODES[conn] = _Modes(_Mode.CUSTOM if settled else _Mode.UNKNOWN)
     conn.cursor_factory = PlanModeCursor
 
 
