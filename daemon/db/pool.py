@@ -40,7 +40,8 @@ for: one record's candidate keys (10-40 per record on product listings: bands, b
 tokens, a number set by the signature settings, not by the catalogue's size), the ids of a
 one-record or realtime batch and of its partners. The generic plans of the statements marked
 ``-- plan: generic``, compared with their custom plans on the calls of the dense bench at 20,000
-and 100,000 listings, ran in 0.8-1.3x their time at these sizes (docs/benchmarks.md). A call with
+and 100,000 listings, ran in 0.9-1.4x their time at these sizes (medians per statement; the dearest,
+``insert_links``, 0.10 against 0.07 ms; docs/benchmarks.md). A call with
 a longer array (a backlog batch: hundreds to thousands of ids or keys) does enough work that
 planning is a small share of it, and a plan costed for 10 elements can be far off there: generic
 plans of such calls once chose a nested loop over thousands of candidate keys (500-600 ms against
@@ -105,6 +106,8 @@ def _settled(conn: psycopg.AsyncConnection[Any]) -> bool:
 
 
 async def _set_mode(conn: psycopg.AsyncConnection[Any], mode: _Mode, *, local: bool) -> None:
+    """Set ``plan_cache_mode`` on ``conn`` (named query ``plan_cache_mode``): for the current
+    transaction when ``local``, else for the session."""
     await psycopg.AsyncCursor(conn).execute(query("plan_cache_mode"), {"mode": mode.value, "local": local})
 
 
