@@ -73,7 +73,9 @@ async def test_pooled_sessions_plan_once_only_marked_queries_with_short_arrays(f
     in the plan; prepared, planned once), in a transaction too, which leaves the session's mode as
     it was; its call with a longer array, and any call of an unmarked statement (with a short array
     or with scalars only), is planned with its values every time (the values appear in the plan),
-    also inside a transaction and after a rolled-back one undid a mode switch."""
+    also inside a transaction, after a rolled-back one undid a mode switch, and after a marked call
+    in the same transaction. A connection that also runs unmarked calls outside transactions (a
+    queue loop's, with its claims) keeps custom plans there and uses generic ones in transactions."""
     from daemon.db.pool import GENERIC_PLAN_MAX_ELEMENTS, PlanModeCursor, configure_session
     from daemon.db.queries import generic_plan_ok, query
     from daemon.ops.migrate import upgrade
@@ -89,43 +91,51 @@ async def test_pooled_sessions_plan_once_only_marked_queries_with_short_arrays(f
     async with await psycopg.AsyncConnection.connect(fresh_db, autocommit=True) as conn:
         await conn.execute("CREATE TABLE plan_rule AS SELECT g AS x FROM generate_series(1, 20000) g")
         await conn.execute("ANALYZE plan_rule")
-    async with await psycopg.AsyncConnection.connect(fresh_db, autocommit=True) as conn:
-        await configure_session(conn)
-        assert conn.cursor_factory is PlanModeCursor
-        for setting in ("LOAD 'auto_explain'", "SET auto_explain.log_min_duration = 0",
-                        "SET auto_explain.log_level = notice"):
-            await conn.execute(setting)
+    for serves_unmarked in (False, True):
+        async with await psycopg.AsyncConnection.connect(fresh_db, autocommit=True) as conn:
+            await configure_session(conn)
+            assert conn.cursor_factory is PlanModeCursor
+            for setting in ("LOAD 'auto_explain'", "SET auto_explain.log_min_duration = 0",
+                            "SET auto_explain.log_level = notice"):
+                await conn.execute(setting)
 
-        async def generic(stmt: Any, params: dict[str, Any]) -> bool:
-            plans = await _plans_seen(conn, stmt, params)
-            return len(plans) == 6 and all("$" in p for p in plans)
+            async def generic(stmt: Any, params: dict[str, Any]) -> bool:
+                plans = await _plans_seen(conn, stmt, params)
+                return len(plans) == 6 and all("$" in p for p in plans)
 
-        async def custom(stmt: Any, params: dict[str, Any]) -> bool:
-            plans = await _plans_seen(conn, stmt, params)
-            return len(plans) == 6 and all("$" not in p for p in plans)
+            async def custom(stmt: Any, params: dict[str, Any]) -> bool:
+                plans = await _plans_seen(conn, stmt, params)
+                return len(plans) == 6 and all("$" not in p for p in plans)
 
-        async def prepared() -> list[tuple[int, int]]:
-            cur = await conn.execute("SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements")
-            return [(r[1], r[2]) for r in await cur.fetchall() if "nearsync.documents" in r[0]]
-
-        assert await generic(marked, short)
-        first = await prepared()
-        assert len(first) == 1 and first[0][0] >= 1 and first[0][1] == 0  # prepared on its 5th run, never re-planned
-        assert await custom(marked, long)
-        assert await custom(unmarked, {"ids": [1, 2, 3]})
-        assert await custom(unmarked_scalar, {"n": 5})
-        assert await generic(marked, short)  # back to the one generic plan
-        assert await prepared() == [(first[0][0] + 6, 6)]  # the same statement, custom-planned for the long calls
-        async with conn.transaction():
-            assert await custom(marked, long)
+            if serves_unmarked:
+                assert await custom(unmarked_scalar, {"n": 5})
+                assert await custom(marked, short)  # outside a transaction: the session stays custom
+                async with conn.transaction():
+                    assert await generic(marked, short)  # in one: set for it
+                    assert await custom(unmarked_scalar, {"n": 5})  # and undone for the unmarked call
+                    assert await custom(marked, long)
+                assert await custom(marked, short)
+                continue
             assert await generic(marked, short)
-            assert await custom(unmarked_scalar, {"n": 5})
-        assert await generic(marked, short)  # the session is in force_generic_plan again
-        with pytest.raises(ZeroDivisionError):
+            cur = await conn.execute("SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                                     "WHERE statement LIKE '%%nearsync.documents%%'")
+            first = await cur.fetchall()
+            assert len(first) == 1 and first[0][0] >= 1 and first[0][1] == 0  # prepared on its 5th run, never re-planned
+            assert await custom(marked, long)
             async with conn.transaction():
-                assert await custom(unmarked_scalar, {"n": 5})  # switches the session to custom plans...
-                raise ZeroDivisionError  # ...and the rollback switches it back to force_generic_plan
-        assert await custom(marked, long)  # so it is switched again
-        async with conn.transaction():
-            assert await generic(marked, short)  # for this transaction only
-        assert (await (await conn.execute("SHOW plan_cache_mode")).fetchone()) == ("force_custom_plan",)
+                assert await custom(unmarked, {"ids": [1, 2, 3]})
+                assert await custom(unmarked_scalar, {"n": 5})
+            assert await generic(marked, short)  # back to the one generic plan
+            async with conn.transaction():
+                assert await custom(marked, long)
+                assert await generic(marked, short)
+                assert await custom(unmarked_scalar, {"n": 5})
+            assert await generic(marked, short)  # the session is in force_generic_plan again
+            with pytest.raises(ZeroDivisionError):
+                async with conn.transaction():
+                    assert await custom(unmarked_scalar, {"n": 5})  # switches the session to custom plans...
+                    raise ZeroDivisionError  # ...and the rollback switches it back to force_generic_plan
+            assert await custom(marked, long)  # so it is switched again
+            async with conn.transaction():
+                assert await generic(marked, short)  # for this transaction only
+            assert (await (await conn.execute("SHOW plan_cache_mode")).fetchone()) == ("force_custom_plan",)

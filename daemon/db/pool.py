@@ -50,7 +50,7 @@ so those calls are always planned with their values."""
 
 
 def has_long_array(params: Mapping[str, Any] | tuple[Any, ...] | list[Any] | None) -> bool | None:
-    """Whether a call with ``params`` needs a plan made with its values.
+    """Whether a call with ``params`` has an array parameter too long for a generic plan.
 
     Args:
         params: the call's parameters (a mapping or a sequence of values; None: none). An array
@@ -60,7 +60,7 @@ def has_long_array(params: Mapping[str, Any] | tuple[Any, ...] | list[Any] | Non
     Returns:
         True when some array parameter holds more than :data:`GENERIC_PLAN_MAX_ELEMENTS`
         elements; False when there are array parameters and none is that long; None when there is
-        no array parameter (scalars only, or no parameters: either plan will do).
+        no array parameter (scalars only, or no parameters).
     """
     if not params:
         return None
@@ -86,13 +86,16 @@ class _Modes:
     session-level value (exact when set where it holds for good, :func:`_settled`), and ``local``,
     the value set for the current transaction (None: none, or the transaction ended). ``local`` may
     outlive its transaction when a new one began before the next call: it is trusted only where
-    trusting it wrongly costs a planning pass, never to run a call from a generic plan."""
+    trusting it wrongly costs a planning pass, never to run a call from a generic plan. ``mixed``:
+    the connection also runs unmarked calls outside transactions (a queue loop's claims), so its
+    session stays in ``force_custom_plan`` and generic plans are set per transaction only."""
 
-    __slots__ = ("local", "session")
+    __slots__ = ("local", "mixed", "session")
 
     def __init__(self, session: _Mode) -> None:
         self.session = session
         self.local: _Mode | None = None
+        self.mixed = False
 
 
 _MODES: weakref.WeakKeyDictionary[psycopg.AsyncConnection[Any], _Modes] = weakref.WeakKeyDictionary()
@@ -120,15 +123,17 @@ class PlanModeCursor(psycopg.AsyncCursor[Any]):
     connection) PostgreSQL plans it once per connection instead of once per call.
 
     Before a call that needs the other mode than the connection is known to have, the mode is set
-    (one more statement, only on a change): for a generic call, for the session when that holds for
-    good (autocommit, outside a transaction and a pipeline), else for the transaction
-    (``SET LOCAL``, undone when it ends whatever the outcome); for any other call with parameters,
+    (one more statement, only on a change). For a generic call: for the session when that holds for
+    good (autocommit, outside a transaction and a pipeline) and the connection runs no unmarked
+    calls there (a queue loop's connection, with its claims, would switch twice per batch; its
+    generic calls outside transactions keep custom plans), else for the transaction (``SET
+    LOCAL``, undone when it ends whatever the outcome). For any other call with parameters:
     ``force_custom_plan`` for the session, wherever the connection is (inside a transaction the
-    call then sees it, and the session's mode is unknown until it is set again). So a call that is
-    not marked, or has a long array, never runs from a generic plan; a connection that serves
-    marked short calls (the dedup worker's one-record batches) keeps ``force_generic_plan``
-    between them. A call without parameters has one plan either way. ``executemany`` is left as
-    psycopg's.
+    call then sees it, and the session's mode is unknown until it is set again), or only for the
+    transaction when the session is known to be in it. So a call that is not marked, or has a long
+    array, never runs from a generic plan; a connection that serves marked short calls (the dedup
+    worker's index reads in one-record batches) keeps ``force_generic_plan`` between them. A call
+    without parameters has one plan either way. ``executemany`` is left as psycopg's.
 
     Why not ``plan_cache_mode = auto``: PostgreSQL keeps custom plans for statements whose generic
     plan is costed for 10 array elements against the 1-40 of one record (``delete_links_of``,
@@ -151,16 +156,24 @@ class PlanModeCursor(psycopg.AsyncCursor[Any]):
             settled = _settled(conn)
             if settled:
                 modes.local = None  # no transaction: whatever was set for one is gone
-            if generic_plan_ok(query) and not has_long_array(params):
+            marked = generic_plan_ok(query)
+            if marked and not has_long_array(params):
                 if modes.session != _Mode.GENERIC and modes.local != _Mode.GENERIC:
-                    await _set_mode(conn, _Mode.GENERIC, local=not settled)
-                    if settled:
-                        modes.session = _Mode.GENERIC
-                    else:
+                    if not settled:
+                        await _set_mode(conn, _Mode.GENERIC, local=True)
                         modes.local = _Mode.GENERIC
-            elif modes.session != _Mode.CUSTOM or modes.local == _Mode.GENERIC:
-                await _set_mode(conn, _Mode.CUSTOM, local=False)
-                modes.session, modes.local = (_Mode.CUSTOM, None) if settled else (_Mode.UNKNOWN, _Mode.CUSTOM)
+                    elif not modes.mixed:
+                        await _set_mode(conn, _Mode.GENERIC, local=False)
+                        modes.session = _Mode.GENERIC
+            else:
+                if settled and not marked:
+                    modes.mixed = True
+                if modes.session != _Mode.CUSTOM:
+                    await _set_mode(conn, _Mode.CUSTOM, local=False)
+                    modes.session, modes.local = (_Mode.CUSTOM, None) if settled else (_Mode.UNKNOWN, _Mode.CUSTOM)
+                elif modes.local == _Mode.GENERIC:  # maybe set for this transaction: undo it for this call on
+                    await _set_mode(conn, _Mode.CUSTOM, local=True)
+                    modes.local = _Mode.CUSTOM
         await super().execute(query, params, prepare=prepare, binary=binary)
         return self
 
