@@ -67,10 +67,11 @@ def _generic_bodies() -> frozenset[str]:
 
 def generic_plan_ok(q: object) -> bool:
     """Whether ``q`` is a named query marked ``-- plan: generic``: its generic plan (made once per
-    connection without the parameter values) was measured to run as fast as the plan made with the
-    values for calls whose array parameters hold at most
-    :data:`~daemon.db.pool.GENERIC_PLAN_MAX_ELEMENTS` elements (docs/benchmarks.md). A query
-    filled with identifiers (``.format``) or any other statement is not.
+    connection without the parameter values) was measured against the plan made with the values,
+    on the calls of the dense bench whose array parameters hold at most
+    :data:`~daemon.db.pool.GENERIC_PLAN_MAX_ELEMENTS` elements, and ran in 0.9-1.4x its time
+    (medians; docs/benchmarks.md). A query filled with identifiers (``.format``) or any other
+    statement is not.
 
     Args:
         q: a statement as passed to psycopg's ``execute`` (``sql.SQL``, ``sql.Composed``, ``str``...).
