@@ -314,7 +314,7 @@ def print_profile(stats: pstats.Stats, *, batches: int, pairs: int, records: int
 async def single_record_latency(dsn: str, worker: Any, ids: list[str], indexed: int) -> None:
     """Time the worker's full handling of each record of ``ids`` in one-record batches; print p50/p99
     and the pairs scored per record. The connection is set up as the worker's pooled ones are
-    (:func:`~daemon.db.pool.configure_session`: JIT off, custom plans, orjson): before, this phase
+    (:func:`~daemon.db.pool.configure_session`: JIT off, plans picked per call, orjson): before, this phase
     ran on a bare connection, where PostgreSQL JIT-compiled the component walk and json was decoded
     by the standard library, which the worker never does (the walk took ~2x as long: 16.5 against
     8.8 ms a record on average, 20,000 product listings, load average ~4)."""

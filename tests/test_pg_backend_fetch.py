@@ -182,11 +182,14 @@ def test_cached_documents_option_is_validated(bad: Any) -> None:
 async def test_bulk_writes_bring_the_planners_view_up_to_date(be: PostgresBackend, fresh_db: str) -> None:
     """After ANALYZE_FIRST_AT documents written, the backend has analysed the index table (the
     planner's row count is the real one, not "never analysed") and merged the key index's pending
-    list; its pooled sessions plan with the parameter values (no generic plans)."""
+    list; its pooled sessions plan with the parameter values (daemon.db.pool.PlanModeCursor, whose
+    rule tests/test_pgpool.py reads from executed plans: only the calls of queries marked
+    ``-- plan: generic`` with short arrays run from generic plans, not these writes)."""
     import psycopg
 
     from daemon.backends.base import PlannerStatistics
     from daemon.backends.postgres import ANALYZE_FIRST_AT
+    from daemon.db.pool import PlanModeCursor
 
     assert isinstance(be, PlannerStatistics)
     async with await psycopg.AsyncConnection.connect(fresh_db, autocommit=True) as conn:
@@ -200,6 +203,7 @@ async def test_bulk_writes_bring_the_planners_view_up_to_date(be: PostgresBacken
         await be.write([doc("x", 1, ["b1:x"])], [])  # below the next step: no refresh, the entry stays pending
         assert (await (await conn.execute(merged)).fetchone())[0] == 1  # type: ignore[index]
     async with be._pool.connection() as conn:
+        assert conn.cursor_factory is PlanModeCursor
         assert (await (await conn.execute("SHOW plan_cache_mode")).fetchone())[0] == "force_custom_plan"  # type: ignore[index]
 
 
@@ -228,7 +232,7 @@ async def test_a_large_scopes_count_stops_early_through_the_scope_index(be: Post
     assert found[0] is None
     assert found[1] is not None and [c.record_id for c in found[1]] == ["u1", "u2", "u3", "u4"]
     async with await psycopg.AsyncConnection.connect(fresh_db, autocommit=True) as conn:
-        await configure_session(conn)  # as the backend's pooled sessions plan (custom plans)
+        await configure_session(conn)  # as the backend's pooled sessions are set up
         cur = await conn.execute(sql.SQL("EXPLAIN (ANALYZE, FORMAT JSON) ") + query("scope_members"),
                                  scope_members_params(T, queries, limit=199))
         plan = (await cur.fetchone())[0][0]["Plan"]  # type: ignore[index]

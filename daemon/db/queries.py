@@ -6,7 +6,8 @@ source table, reindex, the LISTEN connection, the dedup worker, moderation, the 
 metrics, roles), each query introduced by a ``-- name: <name>`` line (:func:`query`). Queries take
 psycopg ``%(name)s`` parameters; ``{placeholders}`` stand for identifiers from configuration and are
 filled with :func:`psycopg.sql.SQL.format` and ``sql.Identifier`` by the caller. Nothing else in the
-package writes SQL text.
+package writes SQL text. A query whose text has a ``-- plan: generic`` line may run from a generic
+plan when its array parameters are short (:func:`generic_plan_ok`, :class:`daemon.db.pool.PlanModeCursor`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from psycopg import sql
 
 _NAME = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.M)
+_GENERIC = re.compile(r"^--\s*plan:\s*generic\b", re.M)
 
 
 def sql_dir() -> Path:
@@ -56,6 +58,28 @@ def query(name: str) -> sql.SQL:
         return sql.SQL(_all_queries()[name])  # type: ignore[arg-type]
     except KeyError:
         raise KeyError(f"no SQL query named {name!r} in {sql_dir()}") from None
+
+
+@functools.cache
+def _generic_bodies() -> frozenset[str]:
+    return frozenset(body for body in _all_queries().values() if _GENERIC.search(body))
+
+
+def generic_plan_ok(q: object) -> bool:
+    """Whether ``q`` is a named query marked ``-- plan: generic``: its generic plan (made once per
+    connection without the parameter values) was measured against the plan made with the values,
+    on the calls of the dense bench whose array parameters hold at most
+    :data:`~daemon.db.pool.GENERIC_PLAN_MAX_ELEMENTS` elements, and ran in 0.9-1.4x its time
+    (medians; docs/benchmarks.md). A query filled with identifiers (``.format``) or any other
+    statement is not.
+
+    Args:
+        q: a statement as passed to psycopg's ``execute`` (``sql.SQL``, ``sql.Composed``, ``str``...).
+
+    Returns:
+        True for a marked query's ``sql.SQL``, else False.
+    """
+    return isinstance(q, sql.SQL) and q.as_string() in _generic_bodies()
 
 
 def script(name: str) -> str:

@@ -1,10 +1,12 @@
 -- The dedup worker's named queries (daemon.dedup).
 
 -- name: dedup_lock
+-- plan: generic (calls with arrays of at most 100 elements: daemon.db.pool.PlanModeCursor)
 -- Serialise link/cluster/flag rewrites per table (scoring itself runs in parallel).
 SELECT pg_advisory_xact_lock(28276, hashtext(%(table)s));
 
 -- name: delete_links_of
+-- plan: generic (calls with arrays of at most 100 elements: daemon.db.pool.PlanModeCursor)
 -- Drop the links of the given records and return the records whose clusters must be rebuilt: the
 -- given ones, their former partners, every member of the clusters any of these belonged to, and
 -- every member of the parts (nearsync.dedup_parts) these or the new partners (partners) were in.
@@ -54,6 +56,7 @@ SELECT m.record_id, m.part_id, m.level, NULL, NULL FROM parts_in k CROSS JOIN LA
 ) m;
 
 -- name: insert_links
+-- plan: generic (calls with arrays of at most 100 elements: daemon.db.pool.PlanModeCursor)
 INSERT INTO nearsync.dedup_links AS l (table_name, a, b, score, reasons, summary)
 SELECT %(table)s, x.a, x.b, x.score, x.reasons, x.summary
 FROM unnest(%(a)b::text[], %(b)b::text[], %(score)b::real[], %(reasons)b::jsonb[], %(summary)b::text[])
@@ -104,6 +107,7 @@ SELECT (SELECT array_agg(id) FROM nodes) AS ids, array_agg(a) AS a, array_agg(b)
 FROM among;
 
 -- name: links_around
+-- plan: generic (calls with arrays of at most 100 elements: daemon.db.pool.PlanModeCursor)
 -- The links scored at least min_score that touch the given records, in one row: "closed", true
 -- when none of them leads out of the given records (they are then a union of whole components
 -- over those links: component_links from them would find exactly them), then the links from a
@@ -130,6 +134,7 @@ SELECT NOT EXISTS (SELECT 1 FROM out WHERE out.b NOT IN (SELECT id FROM ids))
        (SELECT array_agg(score) FROM out) AS score;
 
 -- name: clear_clusters_of
+-- plan: generic (calls with arrays of at most 100 elements: daemon.db.pool.PlanModeCursor)
 -- Remove the cluster rows of the given records (not in a cluster any more): the worker sends only
 -- the records that left a re-clustered component. Sending the whole component with the records to
 -- keep filtered a scan of the table by both arrays (a part of 773 of 20,000 product listings:
@@ -138,6 +143,7 @@ DELETE FROM nearsync.clusters
 WHERE table_name = %(table)s AND record_id = ANY(%(ids)b::text[]);
 
 -- name: upsert_clusters
+-- plan: generic (calls with arrays of at most 100 elements: daemon.db.pool.PlanModeCursor)
 -- A row whose cluster and original are unchanged is left alone (no new row version, no index
 -- entry: re-deduplicating a record of a large cluster rewrote every member's row before).
 INSERT INTO nearsync.clusters AS c (table_name, record_id, cluster_id, original_id)
@@ -152,6 +158,7 @@ DELETE FROM nearsync.dedup_parts
 WHERE table_name = %(table)s AND record_id = ANY(%(ids)b::text[]);
 
 -- name: upsert_parts
+-- plan: generic (calls with arrays of at most 100 elements: daemon.db.pool.PlanModeCursor)
 -- A row whose part and level are unchanged is left alone.
 INSERT INTO nearsync.dedup_parts AS p (table_name, record_id, part_id, level)
 SELECT %(table)s, x.record_id, x.part_id, x.level
@@ -160,11 +167,13 @@ ON CONFLICT (table_name, record_id) DO UPDATE SET part_id = excluded.part_id, le
 WHERE (p.part_id, p.level) IS DISTINCT FROM (excluded.part_id, excluded.level);
 
 -- name: clear_flags_of
+-- plan: generic (calls with arrays of at most 100 elements: daemon.db.pool.PlanModeCursor)
 -- Remove the flags of the given records (not flagged any more).
 DELETE FROM nearsync.duplicate_flags
 WHERE table_name = %(table)s AND record_id = ANY(%(ids)b::text[]);
 
 -- name: upsert_flags
+-- plan: generic (calls with arrays of at most 100 elements: daemon.db.pool.PlanModeCursor)
 -- Idempotent: a flag whose kind and original are unchanged keeps its flagged_at, and a flag that
 -- is unchanged altogether is not rewritten. A flag whose evidence is a stored link (link_a, link_b
 -- given; score and reasons NULL) takes the link row's score, reasons and summary (after the
@@ -206,5 +215,6 @@ SELECT a, b, score, summary, reasons FROM nearsync.dedup_links WHERE table_name 
 SELECT record_id, cluster_id, original_id FROM nearsync.clusters WHERE table_name = %(table)s;
 
 -- name: links_of
+-- plan: generic (calls with arrays of at most 100 elements: daemon.db.pool.PlanModeCursor)
 SELECT a, b FROM nearsync.dedup_links
 WHERE table_name = %(table)s AND (a = ANY(%(ids)b::text[]) OR b = ANY(%(ids)b::text[]));

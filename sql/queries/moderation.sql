@@ -2,6 +2,7 @@
 -- (daemon.api.moderation, daemon.dedup, daemon.evaluate --feedback).
 
 -- name: decisions_among
+-- plan: generic (calls with arrays of at most 100 elements: daemon.db.pool.PlanModeCursor)
 -- Moderators' decisions on pairs of the given records, with the versions and fingerprints decided
 -- on: the dedup worker leaves dismissed pairs unlinked, treats them as cannot-link constraints when
 -- it rebuilds a component's clusters, and keeps confirmed flags 'duplicate'.

@@ -46,10 +46,12 @@ WHERE d.version < excluded.version
 RETURNING d.record_id;
 
 -- name: get_documents
+-- plan: generic (calls with arrays of at most 100 elements: daemon.db.pool.PlanModeCursor)
 SELECT record_id, version, scope, fields, signature, keys, bottomk, minhash FROM nearsync.documents
 WHERE table_name = %(table)s AND record_id = ANY(%(record_ids)b::text[]) AND NOT deleted;
 
 -- name: get_documents_known
+-- plan: generic (calls with arrays of at most 100 elements: daemon.db.pool.PlanModeCursor)
 -- get_documents for records some of whose documents the caller already holds: known[i] is the
 -- version held of record_ids[i] (NULL: none). A row whose version is the known one comes with its
 -- document columns NULL and cached = true, so its JSON (often TOASTed) is neither read nor sent;
@@ -66,6 +68,7 @@ FROM unnest(%(record_ids)b::text[], %(known)b::bigint[]) AS k(record_id, known)
 JOIN nearsync.documents d ON d.table_name = %(table)s AND d.record_id = k.record_id AND NOT d.deleted;
 
 -- name: get_versions
+-- plan: generic (calls with arrays of at most 100 elements: daemon.db.pool.PlanModeCursor)
 SELECT record_id, version FROM nearsync.documents
 WHERE table_name = %(table)s AND record_id = ANY(%(record_ids)b::text[]) AND NOT deleted;
 
@@ -78,6 +81,7 @@ FROM nearsync.documents
 WHERE table_name = %(table)s AND record_id = ANY(%(record_ids)b::text[]) AND NOT deleted;
 
 -- name: candidates_many
+-- plan: generic (calls with arrays of at most 100 elements: daemon.db.pool.PlanModeCursor)
 -- candidates for several lookups at once: lookup qids[i] has hashed key keys[i]; exclude_ids[q] is
 -- lookup q's own record (NULL for none); exclude_sources[q] leaves out candidates whose source field
 -- equals it (NULL: no filter). Per lookup, best first, at most %(limit)s candidates, as rows
@@ -126,6 +130,7 @@ FROM lk l CROSS JOIN LATERAL (
 ) AS c;
 
 -- name: scope_members
+-- plan: generic (calls with arrays of at most 100 elements: daemon.db.pool.PlanModeCursor)
 -- The members of small scopes (exhaustive comparison): lookup qids[i]'s scope is the set of documents
 -- whose scope column is scopes[i] and that hold the hashed scope key keys[i]
 -- (daemon.backends.base.SCOPE_KEY hashed with that scope) in their key_hashes (the scope equality

@@ -16,6 +16,7 @@ RETURNING version;
 DELETE FROM nearsync.rarity_snapshots WHERE table_name = %(table)s AND NOT active;
 
 -- name: rarity_active_version
+-- plan: generic (calls with arrays of at most 100 elements: daemon.db.pool.PlanModeCursor)
 -- The version of the table's active snapshot (no row: none); the dedup worker's check per batch.
 SELECT version FROM nearsync.rarity_snapshots WHERE table_name = %(table)s AND active;
 
