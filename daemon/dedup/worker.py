@@ -215,8 +215,9 @@ def is_candidate_pair(doc: IndexDocument, other: IndexDocument, options: DedupOp
             ``exhaustive_below``).
     Returns:
         True when both share the scope, are not left apart by ``cross_source_only``, and share at
-        least ``min_match`` candidate keys (the scope key aside) or, with ``exhaustive``, a title
-        word (or ``doc``'s title has none). The candidate cap is not part of it (it depends on the
+        least ``min_match`` candidate keys (the scope key and the super tokens of the snapshot's
+        large blocks aside, :func:`query_keys`) or, with ``exhaustive``, a title word (or
+        ``doc``'s title has none). The candidate cap is not part of it (it depends on the
         other records): see docs/architecture.md.
     """
     if doc.scope != other.scope:
