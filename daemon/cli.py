@@ -234,8 +234,7 @@ async def cmd_rarity(args: argparse.Namespace) -> int:
     await open_source(settings)  # the table and the migrations (0014) are there, or exit 3
     async with opened_backend(settings) as backend:
         report = await refresh_rarity(settings, backend, requeue=args.requeue, progress=not args.no_progress)
-    opts = dedup_options(settings)
-    if opts.scoring.rarity <= 0 and opts.max_block <= 0:
+    if not dedup_options(settings).uses_snapshot:
         report["note"] = ("[dedup] rarity and max_block are 0: the dedup worker does not use the snapshot until "
                           "one is set above 0")
     elif not args.requeue:

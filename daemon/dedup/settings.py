@@ -65,6 +65,12 @@ class DedupOptions:
     exhaustive_below: int = EXHAUSTIVE_BELOW
     max_block: int = MAX_BLOCK
 
+    @property
+    def uses_snapshot(self) -> bool:
+        """Whether the worker reads the table's corpus snapshot (``nearsync rarity refresh``): for
+        token rarity (``rarity`` above 0) or block purging (``max_block`` above 0)."""
+        return self.scoring.rarity > 0 or self.max_block > 0
+
 
 VALUE_METRICS = ("token_set", "levenshtein", "jaro_winkler", "exact", "price", "numeric", "date")
 """Metrics that read the value of the field they are named after (``fields[name]``); the others

@@ -228,14 +228,13 @@ def is_candidate_pair(doc: IndexDocument, other: IndexDocument, options: DedupOp
     if exhaustive:
         return in_small_scope_lookup(doc.signature.get("tokens") or (), query_keys(doc, options), other,
                                      options.min_match)
-    if shared_keys(doc.keys, other) < options.min_match:
-        return False
     large = large_blocks(options)
     if large is None:
-        return True
+        return shared_keys(doc.keys, other) >= options.min_match
     # only the shared keys can be purged ones that matter: hash those, not all ~30
     shared = set(lookup_keys(doc.keys)).intersection(other.keys)
-    return len(large.keep(doc.table, doc.scope, sorted(shared))) >= options.min_match
+    return (len(shared) >= options.min_match
+            and len(large.keep(doc.table, doc.scope, sorted(shared))) >= options.min_match)
 
 
 def large_blocks(options: DedupOptions) -> LargeBlocks | None:

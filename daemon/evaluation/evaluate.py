@@ -235,8 +235,7 @@ async def _run_pipeline(settings: Settings, ds: Dataset, *, progress: bool) -> _
                         if isinstance(backend, PlannerStatistics):
                             await backend.refresh_statistics()
                         analyzed = True
-                        opts = dedup_options(settings)
-                        if opts.scoring.rarity > 0 or opts.max_block > 0:  # the snapshot the worker uses
+                        if dedup_options(settings).uses_snapshot:  # the snapshot the worker uses
                             rarity = await refresh_rarity(settings, backend, progress=False)
                         tasks.append(asyncio.create_task(worker.run()))
                         await worker.ready.wait()

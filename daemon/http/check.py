@@ -121,13 +121,12 @@ class Checker:
         version up at most once per :data:`RARITY_CHECK_S`: a check answers with a new snapshot
         within that time of its refresh, and costs no database round trip otherwise."""
         now = time.monotonic()
-        purging = self.options.max_block > 0
-        if (self.pool is None or (self.options.scoring.rarity <= 0.0 and not purging)
-                or now - self._rarity_checked < RARITY_CHECK_S):
+        if self.pool is None or not self.options.uses_snapshot or now - self._rarity_checked < RARITY_CHECK_S:
             return
         self._rarity_checked = now
         async with self.pool.connection() as conn:
-            scoring = await rarity_store.following(conn, self.table, self.options.scoring, purging=purging)
+            scoring = await rarity_store.following(conn, self.table, self.options.scoring,
+                                                   purging=self.options.max_block > 0)
         if scoring is not self.options.scoring:
             self.options = replace(self.options, scoring=scoring)
 

@@ -29,7 +29,7 @@ from typing import Any
 import psycopg
 from tqdm import tqdm
 
-from daemon.backends.base import IndexBackend, lookup_keys
+from daemon.backends.base import IndexBackend
 from daemon.capture.queue import CHANNELS, DEDUP_QUEUE, enqueue_fresh
 from daemon.config import Settings
 from daemon.db.queries import query
@@ -74,7 +74,7 @@ async def refresh_rarity(settings: Settings, backend: IndexBackend, *, table: st
             for doc in docs.values():
                 counter.add(doc.fields.get("title"))
                 if blocks is not None:
-                    blocks.add(table, doc.scope, lookup_keys(doc.keys))
+                    blocks.add(table, doc.scope, doc.keys)
             bar.update(len(part))
     hashes, dfs = counter.arrays()
     large = blocks.larger_than(bound) if blocks is not None else None

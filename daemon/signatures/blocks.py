@@ -127,15 +127,7 @@ class LargeBlocks:
         if not self._hashes:
             return list(keys)
         prefix = key_prefix(table, scope)
-        digest, large = xxhash.xxh64_intdigest, self._hashes
-        out = []
-        for k in keys:
-            if k.startswith(PURGEABLE_PREFIX):
-                h = digest(prefix + k.encode())
-                if (h - _TWO_64 if h >= _TWO_63 else h) in large:
-                    continue
-            out.append(k)
-        return out
+        return [k for k in keys if not (purgeable(k) and key_hash(prefix, k) in self._hashes)]
 
 
 class BlockCounter:
