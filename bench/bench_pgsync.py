@@ -16,7 +16,9 @@ Per tool and round it prints:
   tool's process tree (nearsync: also the PostgreSQL server's; PGSync's share of PostgreSQL is not
   split out: its logical slot and queries run in the same server).
 
-nearsync runs with signatures (its default) and, with ``--plain``, also as plain sync
+nearsync runs with signatures (its default); with ``--pg-candidates`` also with signatures and
+``index.candidate_store = "postgres"`` (the candidate keys and signatures in nearsync's PostgreSQL
+tables, the search documents with the fields only); with ``--plain`` also as plain sync
 (``signatures.enabled = false``). PGSync is not a dependency of nearsync: install it in a venv of
 its own (its pins differ) and point ``--pgsync`` at that venv's ``bin``; it needs a
 ``redis-server`` on PATH (Debian: ``apt-get install redis-server``)::
@@ -213,6 +215,9 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=10_000, help="rows of the one transaction per tool and round")
     ap.add_argument("--rounds", type=int, default=2, help="rounds; the tools alternate, the first tool swaps each round")
     ap.add_argument("--plain", action="store_true", help="also run nearsync as plain sync (no signatures)")
+    ap.add_argument("--pg-candidates", action="store_true",
+                    help='also run nearsync with signatures and index.candidate_store = "postgres" (candidate keys '
+                         "and signatures in PostgreSQL, the search index with the fields only)")
     args = ap.parse_args()
     if not (args.pgsync / "pgsync").is_file():
         sys.exit(f"bench_pgsync: no pgsync in {args.pgsync} (--pgsync: a venv's bin with pgsync installed)")
@@ -230,19 +235,22 @@ def main() -> None:
             make_staging(pc, max(args.size, args.latency_n + 2))
             target = SearchTarget(ns_url, Path(tmp))
             target.pid = ns_pid
+            keyed = SearchTarget(ns_url, Path(tmp), ['candidate_store = "postgres"'])
+            keyed.pid = ns_pid
             (Path(tmp) / "pgsync").mkdir()
             tool = PgSync(args.pgsync, server.dsn, pg_url, redis_port, Path(tmp) / "pgsync")
             postmaster = int((server.data_dir / "postmaster.pid").read_text().split()[0])
             print(f"PostgreSQL {ns.info.server_version}, {os.cpu_count()} cores, fsync off, one osmem-server per tool, "
                   f"load {os.getloadavg()[0]:.2f}", flush=True)
 
-            def run_nearsync(signed: bool) -> None:
-                what = "nearsync, signatures" if signed else "nearsync, plain sync"
+            def run_nearsync(signed: bool, where: SearchTarget = target) -> None:
+                what = "nearsync, plain sync" if not signed else (
+                    "nearsync, signatures" + (", candidates in PostgreSQL" if where is keyed else ""))
                 if signed and args.latency_n:
-                    lat = bench_latency(ns, server.dsn, args.latency_n, target=target)
+                    lat = bench_latency(ns, server.dsn, args.latency_n, target=where)
                     print(f"  {what}: COMMIT->visible p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms", flush=True)
-                b = bench_batch(ns, server.dsn, args.size, ["--batch-size", "2000", *target.config(signed)],
-                                postmaster, target)
+                b = bench_batch(ns, server.dsn, args.size, ["--batch-size", "2000", *where.config(signed)],
+                                postmaster, where)
                 print(f"  {what}: {args.size:,}-row transaction {b['rows_per_s']:,.0f} rows/s ({b['seconds']:.1f} s), "
                       f"CPU per row: search server {b['search_ms']:.2f} ms, daemon {b['daemon_ms']:.2f} ms, PostgreSQL "
                       f"{b['pg_ms']:.2f} ms (load {os.getloadavg()[0]:.2f})", flush=True)
@@ -259,6 +267,8 @@ def main() -> None:
             for r in range(args.rounds):
                 print(f"round {r + 1}", flush=True)
                 order = [run_pgsync, lambda: run_nearsync(True)]
+                if args.pg_candidates:
+                    order.append(lambda: run_nearsync(True, keyed))
                 if args.plain:
                     order.append(lambda: run_nearsync(False))
                 for step in (order if r % 2 == 0 else order[::-1]):

@@ -48,15 +48,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+PG_CANDIDATES = "opensearch+pg"
+"""The test name of the OpenSearch backend with ``index.candidate_store = "postgres"`` (candidate keys
+and signatures in PostgreSQL, :mod:`daemon.backends.pg_candidates`)."""
+
+
+def index_settings(backend_name: str) -> dict[str, Any]:
+    """The ``[index]`` table of a parametrised backend name (without the search server's URL)."""
+    if backend_name == PG_CANDIDATES:
+        return {"backend": "opensearch", "candidate_store": "postgres"}
+    return {"backend": backend_name}
+
+
 def backends_under_test() -> list[str]:
-    """Index backends the parametrised suites run on: postgres always; the search backends when the
-    osmem-server test server and the backend module are present."""
+    """Index backends the parametrised suites run on: postgres always; the search backends (and
+    :data:`PG_CANDIDATES`) when the osmem-server test server and the backend module are present."""
     names = ["postgres"]
     try:
         import daemon.backends.search_options  # noqa: F401
         import tests.search_server  # noqa: F401
 
-        names += ["opensearch", "elasticsearch"]
+        names += ["opensearch", "elasticsearch", PG_CANDIDATES]
     except ImportError:
         pass
     only = os.environ.get("NEARSYNC_TEST_BACKENDS")
@@ -120,7 +132,7 @@ def search_url() -> Iterator[str | None]:
 @pytest.fixture
 def settings(fresh_db: str, backend_name: str, request: pytest.FixtureRequest) -> Settings:
     """Migrated database with the reference ads table, on the parametrised backend."""
-    index: dict[str, Any] = {"backend": backend_name}
+    index = index_settings(backend_name)
     if backend_name != "postgres":
         url = request.getfixturevalue("search_url")
         if url is None:

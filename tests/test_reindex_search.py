@@ -25,14 +25,14 @@ from daemon.config import Settings
 from daemon.ops.migrate import upgrade
 from daemon.ops.reindex import reindex, verify
 from daemon.service import opened_backend
-from tests.conftest import REPO, index_state, make_settings, pending, table_state, wait_until
+from tests.conftest import PG_CANDIDATES, REPO, index_state, make_settings, pending, table_state, wait_until
 
 try:
     import tests.search_server  # noqa: F401 - skips the module when osmem-server is absent
 except ImportError:  # pragma: no cover - osmem-server not installed
     pytest.skip("osmem-server unavailable", allow_module_level=True)
 
-SEARCH = pytest.mark.parametrize("backend_name", ["opensearch", "elasticsearch"], indirect=True)
+SEARCH = pytest.mark.parametrize("backend_name", ["opensearch", "elasticsearch", PG_CANDIDATES], indirect=True)
 T = "public.ads"
 
 
@@ -87,9 +87,11 @@ async def reader(s: Settings, stop: asyncio.Event, errors: list[str]) -> int:
 
 
 def search_config(s: Settings, path: Path) -> Path:
-    """A TOML config naming the search backend, URL and alias of ``s`` (for daemon subprocesses)."""
+    """A TOML config naming the search backend, URL, alias and candidate store of ``s`` (for daemon
+    subprocesses)."""
     o = s.index.options
-    path.write_text(f'[index]\nbackend = "{s.index.backend}"\nurl = "{o["url"]}"\nindex = "{o["index"]}"\n'
+    store = f'candidate_store = "{o["candidate_store"]}"\n' if "candidate_store" in o else ""
+    path.write_text(f'[index]\nbackend = "{s.index.backend}"\nurl = "{o["url"]}"\nindex = "{o["index"]}"\n{store}'
                     '[daemon]\npoll_interval_s = 0.5\nretry_backoff_s = 0.05\n')
     return path
 

@@ -73,9 +73,13 @@ async def backend(backend_name: str, request: pytest.FixtureRequest) -> AsyncIte
     else:
         from daemon.backends.factory import create_backend
         from daemon.ops.migrate import upgrade
-        from tests.conftest import make_settings
+        from tests.conftest import PG_CANDIDATES, index_settings, make_settings
 
-        s = make_settings(request.getfixturevalue("fresh_db"))
+        index = index_settings(backend_name)
+        if backend_name == PG_CANDIDATES:
+            allow_es_client_against_osmem()
+            index |= search_options(request.getfixturevalue("search_url"))
+        s = make_settings(request.getfixturevalue("fresh_db"), index=index)
         upgrade(s)
         be = create_backend(s)
     await be.open()

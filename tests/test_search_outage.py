@@ -16,7 +16,7 @@ from daemon.backends import search_admin as A
 from daemon.config import Settings
 from daemon.ops.reindex import verify
 from daemon.service import opened_backend
-from tests.conftest import index_state, pending, running_indexer, table_state, wait_until
+from tests.conftest import PG_CANDIDATES, index_state, pending, running_indexer, table_state, wait_until
 from tests.test_cdc import insert_ads
 
 try:
@@ -67,8 +67,8 @@ async def write_through_outage(s: Settings, proxy: TcpProxy, mode: str, outage_s
     assert dead == (0,)
 
 
-@pytest.mark.parametrize(("backend_name", "mode"), [("opensearch", "refuse"), ("elasticsearch", "blackhole")],
-                         indirect=["backend_name"])
+@pytest.mark.parametrize(("backend_name", "mode"), [("opensearch", "refuse"), ("elasticsearch", "blackhole"),
+                                                    (PG_CANDIDATES, "refuse")], indirect=["backend_name"])
 async def test_daemon_survives_10s_outage(settings: Settings, proxy: TcpProxy, mode: str) -> None:
     await write_through_outage(through(settings, proxy), proxy, mode, 10.0)
 

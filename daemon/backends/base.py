@@ -312,6 +312,18 @@ class PlannerStatistics(Protocol):
 
 
 @runtime_checkable
+class TwoStoreIndex(Protocol):
+    """What a backend that writes every record to two stores (a search index for the documents,
+    PostgreSQL for the candidate keys: ``index.candidate_store = "postgres"``) adds to
+    :class:`IndexBackend`: which records both stores hold. ``nearsync reindex --verify`` checks
+    ``isinstance(backend, TwoStoreIndex)`` and counts a record that either store lacks as missing
+    (:meth:`IndexBackend.get` reads one store only)."""
+
+    async def held_by_both(self, table: str, record_ids: Sequence[str]) -> set[str]:
+        """Those of ``record_ids`` live in both stores. Raises TransientIndexError."""
+
+
+@runtime_checkable
 class VersionedIndex(Protocol):
     """What a backend with versioned indices behind an alias (Elasticsearch, OpenSearch) adds to
     :class:`IndexBackend`: a zero-downtime rebuild into a new version followed by an atomic alias

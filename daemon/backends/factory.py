@@ -19,7 +19,9 @@ if TYPE_CHECKING:
 
 
 def create_backend(settings: Settings) -> IndexBackend:
-    """Build (not open) the backend named by ``index.backend``.
+    """Build (not open) the backend named by ``index.backend``: PostgreSQL, or a search backend, which
+    with ``index.candidate_store = "postgres"`` keeps its candidate keys and signatures in the
+    nearsync database (:class:`~daemon.backends.pg_candidates.PgCandidatesBackend`).
 
     Raises:
         ConfigError: unknown backend, or invalid backend options (the key is named).
@@ -30,12 +32,19 @@ def create_backend(settings: Settings) -> IndexBackend:
 
         return PostgresBackend(settings.require_dsn(), **settings.index.options)
     if name in ("elasticsearch", "opensearch"):
-        return create_search_backend(name, settings)
+        search = create_search_backend(name, settings)
+        if search.options.candidate_store == "postgres":
+            from daemon.backends.pg_candidates import PgCandidatesBackend
+            from daemon.backends.postgres import PostgresBackend
+
+            return PgCandidatesBackend(search, PostgresBackend(settings.require_dsn()))
+        return search
     raise ConfigError("index.backend", f"unknown backend {name!r}")
 
 
 def create_search_backend(name: str, settings: Settings | Mapping[str, Any]) -> SearchBackend:
-    """Build (not open) the ``elasticsearch`` or ``opensearch`` backend.
+    """Build (not open) the ``elasticsearch`` or ``opensearch`` backend (the search index alone, whatever
+    ``candidate_store`` says: :func:`create_backend` adds the PostgreSQL candidate store).
 
     Args:
         name: ``"elasticsearch"`` or ``"opensearch"``.

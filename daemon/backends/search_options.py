@@ -31,6 +31,11 @@ keep_versions       2                     index versions kept by ``prune_version
 min_should_match    1                     floor on ``min_match`` for candidate queries
 more_like_this      false                 add a more_like_this clause (title/body of the
                                           excluded record) that re-ranks candidates
+candidate_store     "search"              where the candidate keys and signatures live:
+                                          ``"search"`` (in each search document) or
+                                          ``"postgres"`` (in nearsync's PostgreSQL tables;
+                                          the search index then stores fields only, see
+                                          :mod:`daemon.backends.pg_candidates`)
 ==================  ====================  ==================================================
 
 Secrets (``api_key``, ``password`` and any ``user:password@`` in a URL) never appear in the
@@ -56,7 +61,9 @@ ENV_API_KEY = "NEARSYNC_INDEX_API_KEY"
 ENV_PASSWORD = "NEARSYNC_INDEX_PASSWORD"
 _ALIAS = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,200}$")
 _KNOWN = {"url", "api_key", "username", "password", "ca_certs", "verify_certs", "timeout_s", "index",
-          "bulk_docs", "bulk_bytes", "msearch_size", "keep_versions", "min_should_match", "more_like_this"}
+          "bulk_docs", "bulk_bytes", "msearch_size", "keep_versions", "min_should_match", "more_like_this",
+          "candidate_store"}
+CANDIDATE_STORES = ("search", "postgres")
 
 
 @dataclass(frozen=True)
@@ -80,6 +87,7 @@ class SearchOptions:
     keep_versions: int = 2
     min_should_match: int = 1
     more_like_this: bool = False
+    candidate_store: str = "search"
 
     def __repr__(self) -> str:
         urls = ", ".join(redact_dsn(u) for u in self.urls)
@@ -87,7 +95,8 @@ class SearchOptions:
         return (f"SearchOptions(urls=[{urls}], auth={auth}, index={self.index!r}, timeout_s={self.timeout_s}, "
                 f"bulk_docs={self.bulk_docs}, bulk_bytes={self.bulk_bytes}, msearch_size={self.msearch_size}, "
                 f"keep_versions={self.keep_versions}, "
-                f"min_should_match={self.min_should_match}, more_like_this={self.more_like_this})")
+                f"min_should_match={self.min_should_match}, more_like_this={self.more_like_this}, "
+                f"candidate_store={self.candidate_store!r})")
 
 
 def _key(name: str) -> str:
@@ -181,5 +190,16 @@ def parse_options(options: Mapping[str, Any], env: Mapping[str, str] | None = No
                           ("min_should_match", 1)):
         if name in d:
             kw[name] = _int(name, d[name], minimum)
+    if "candidate_store" in d:
+        store = d["candidate_store"]
+        if store not in CANDIDATE_STORES:
+            raise ConfigError(_key("candidate_store"), f"must be one of {', '.join(map(repr, CANDIDATE_STORES))}, "
+                                                       f"got {store!r}")
+        kw["candidate_store"] = store
+        clashes = [n for n, default in (("more_like_this", False), ("min_should_match", 1))
+                   if store == "postgres" and kw.get(n, default) != default]  # the search server's candidate query
+        if clashes:
+            raise ConfigError(_key(clashes[0]), "applies to candidate queries on the search server; with "
+                                              "candidate_store = \"postgres\" PostgreSQL answers them: remove it")
     return SearchOptions(**kw)
 

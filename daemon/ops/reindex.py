@@ -39,7 +39,7 @@ import psycopg
 from psycopg.rows import dict_row
 from tqdm import tqdm
 
-from daemon.backends.base import IndexBackend, PlannerStatistics, VersionedIndex
+from daemon.backends.base import IndexBackend, PlannerStatistics, TwoStoreIndex, VersionedIndex
 from daemon.config import Settings
 from daemon.errors import ConfigError, RecordError
 from daemon.db.queries import query
@@ -245,7 +245,8 @@ async def verify(settings: Settings, backend: IndexBackend, *, sample: int = 200
 
     Returns:
         ``{"rows", "indexed", "missing", "orphans", "drifted", "sampled", "drift": bool,
-        "repaired": bool, "examples": {...}}`` — ``missing``: active rows not in the index;
+        "repaired": bool, "examples": {...}}`` — ``missing``: active rows not in the index (not in
+        both stores of a :class:`~daemon.backends.base.TwoStoreIndex`);
         ``orphans``: documents with no active row; ``drifted``: sampled documents whose fields differ
         from the row.
     """
@@ -273,13 +274,14 @@ async def verify(settings: Settings, backend: IndexBackend, *, sample: int = 200
             rows_seen += len(ids)
             rows = await load_rows(conn, table, ids)
             docs = await backend.get(table.name, ids)
+            held = await backend.held_by_both(table.name, ids) if isinstance(backend, TwoStoreIndex) else docs.keys()
             for rid in ids:
                 row = rows.get(rid)
                 active = row is not None and table.is_active(row)
                 if not active:
                     inactive.add(rid)
                     continue
-                if rid not in docs:
+                if rid not in docs or rid not in held:
                     missing.append(rid)
                 elif rng.random() < sample / max(1, page_size):
                     sampled += 1
