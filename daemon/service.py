@@ -14,9 +14,10 @@ import psycopg
 from psycopg.rows import dict_row
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential
 
-from daemon.backends.base import IndexBackend, TransientIndexError, preferred_write_rows
+from daemon.backends.base import IndexBackend, TransientIndexError, TwoStoreIndex, preferred_write_rows
 from daemon.backends.factory import create_backend
 from daemon.config import Settings
+from daemon.errors import ConfigError
 from daemon.dedup.settings import dedup_options
 from daemon.capture.documents import DocumentBuilder, SignaturePool, require_signatures
 from daemon.capture.indexer import IndexHandler
@@ -186,6 +187,25 @@ async def status(settings: Settings) -> dict[str, Any]:
             "notification_queue_usage": usage, "queues": queues}
 
 
+async def require_candidate_store(backend: IndexBackend, table: str) -> None:
+    """Fail fast when the candidates would be read from an empty store: a backend writing two stores
+    (``index.candidate_store = "postgres"``) whose search index holds documents of ``table`` while
+    PostgreSQL holds none (the index was built with ``"search"`` and not reindexed since). Both
+    empty (a new index) or both filled passes. Other backends: nothing to check.
+
+    Raises:
+        ConfigError: at ``index.candidate_store``, saying to run ``nearsync reindex``.
+        TransientIndexError: a store unreachable.
+    """
+    if not isinstance(backend, TwoStoreIndex):
+        return
+    searched, keyed = await backend.store_counts(table)
+    if searched and not keyed:
+        raise ConfigError("index.candidate_store", f'is "postgres", but PostgreSQL holds no candidate keys while the '
+                          f"search index holds {searched:,} documents of {table} (built with "
+                          '"search"): run `nearsync reindex` once, or set it back to "search"')
+
+
 async def build_worker(settings: Settings, backend: IndexBackend) -> QueueLoop:
     """Validate everything (fail fast) and build the dedup worker loop over an opened backend.
 
@@ -198,7 +218,7 @@ async def build_worker(settings: Settings, backend: IndexBackend) -> QueueLoop:
     for one such batch.
 
     Raises:
-        ConfigError, SchemaError, psycopg.OperationalError.
+        ConfigError (also :func:`require_candidate_store`), SchemaError, psycopg.OperationalError.
     """
     from daemon.dedup.worker import DedupHandler
 
@@ -206,6 +226,7 @@ async def build_worker(settings: Settings, backend: IndexBackend) -> QueueLoop:
     table = await open_source(settings)
     options = dedup_options(settings)
     DocumentBuilder.from_settings(settings, table)  # same validation as the indexer
+    await require_candidate_store(backend, table.name)
     handler = DedupHandler(table.name, backend, options)
     return QueueLoop(settings.require_dsn(), DEDUP_QUEUE, handler,
                      settings.daemon.for_write_rows(settings.daemon.batch_size), name="nearsync.dedup",

@@ -6,6 +6,7 @@ parameter of ``tests/conftest.py``); this file checks what is particular to it."
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import psycopg
@@ -16,8 +17,8 @@ from daemon.backends.factory import create_backend
 from daemon.config import Settings
 from daemon.errors import ConfigError
 from daemon.ops.migrate import upgrade
-from daemon.ops.reindex import verify
-from daemon.service import opened_backend
+from daemon.ops.reindex import reindex, verify
+from daemon.service import build_worker, opened_backend
 from tests.conftest import PG_CANDIDATES, make_settings, queues_empty, running_indexer, running_worker, wait_until, \
     with_dedup
 
@@ -132,3 +133,23 @@ async def test_verify_finds_records_the_search_index_lost_and_repair_writes_them
         await be.refresh()
         assert fixed["repaired"] and (await verify(settings, be))["drift"] is False
         assert await be.count(T) == 12 and len(await be.search.get(T, [str(i) for i in range(1, 13)])) == 12
+
+
+@pytest.mark.parametrize("backend_name", ["opensearch"], indirect=True)
+async def test_switching_to_postgres_without_a_reindex_fails_fast_and_a_reindex_fixes_it(settings: Settings) -> None:
+    async with await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True) as c:
+        for i in range(5):
+            await c.execute(f"INSERT INTO ads ({', '.join(COLS)}) VALUES ({', '.join(['%s'] * len(COLS))})",
+                            [AD[k] for k in COLS[:2]] + [f"{AD['title']} {i}"] + [AD[k] for k in COLS[3:]])
+    async with running_indexer(settings):  # keys in the search index (the default)
+        await wait_until(lambda: queues_empty(settings.dsn), timeout=60)
+    keyed = replace(settings, index=replace(settings.index, options={**settings.index.options,
+                                                                      "candidate_store": "postgres"}))
+    async with opened_backend(keyed) as be:
+        await be.refresh()
+        with pytest.raises(ConfigError) as e:
+            await build_worker(keyed, be)
+        assert e.value.key == "index.candidate_store" and "nearsync reindex" in str(e.value)
+        await reindex(keyed, be, progress=False)
+        await build_worker(keyed, be)
+        assert len(await be.get(T, [str(i) for i in range(1, 6)])) == 5

@@ -317,10 +317,15 @@ class TwoStoreIndex(Protocol):
     PostgreSQL for the candidate keys: ``index.candidate_store = "postgres"``) adds to
     :class:`IndexBackend`: which records both stores hold. ``nearsync reindex --verify`` checks
     ``isinstance(backend, TwoStoreIndex)`` and counts a record that either store lacks as missing
-    (:meth:`IndexBackend.get` reads one store only)."""
+    (:meth:`IndexBackend.get` reads one store only); the dedup worker and the check API refuse to
+    start on a candidate store left empty beside a filled search index
+    (:func:`daemon.service.require_candidate_store`)."""
 
     async def held_by_both(self, table: str, record_ids: Sequence[str]) -> set[str]:
         """Those of ``record_ids`` live in both stores. Raises TransientIndexError."""
+
+    async def store_counts(self, table: str) -> tuple[int, int]:
+        """Live documents of ``table`` in ``(the search index, PostgreSQL)``. Raises TransientIndexError."""
 
 
 @runtime_checkable

@@ -31,7 +31,8 @@ changes; it is in the table, so a flag pointing at it points at a live record.
 
 Switching an existing index between ``candidate_store`` values needs ``nearsync reindex``: the
 search documents written with ``"postgres"`` carry no keys, and PostgreSQL holds no documents of an
-index written with ``"search"``: until the reindex, the dedup worker finds no candidates.
+index written with ``"search"`` (the dedup worker and the check API refuse to start on that one:
+:func:`daemon.service.require_candidate_store`).
 """
 
 from __future__ import annotations
@@ -212,6 +213,10 @@ class PgCandidatesBackend:
         in_pg = await self.pg.get_versions(table, record_ids)
         in_search = await self.search.get_versions(table, record_ids)
         return set(in_pg) & set(in_search)
+
+    async def store_counts(self, table: str) -> tuple[int, int]:
+        """Live documents of ``table`` in ``(the search index, PostgreSQL)`` (``TwoStoreIndex``)."""
+        return await self.search.count(table), await self.pg.count(table)
 
     async def refresh_statistics(self) -> None:
         """PostgreSQL's index table statistics (``PlannerStatistics``)."""

@@ -52,7 +52,7 @@ from daemon.dedup.settings import dedup_options, typed_fields
 from daemon.capture.documents import require_signatures
 from daemon.logs import get_logger
 from daemon.db.pool import configure_session
-from daemon.service import opened_backend
+from daemon.service import opened_backend, require_candidate_store
 from daemon.signatures import SignatureParams
 
 log = get_logger("nearsync.api")
@@ -415,6 +415,7 @@ def create_app(settings: Settings, options: ApiOptions | None = None) -> Starlet
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with opened_backend(settings) as backend:
+            await require_candidate_store(backend, st.table.name)
             pool = AsyncConnectionPool(settings.require_dsn(), min_size=1, max_size=4, open=False,
                                        timeout=DB_TIMEOUT_S, kwargs={"autocommit": True},
                                        configure=configure_session)
