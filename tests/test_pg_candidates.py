@@ -94,6 +94,8 @@ def test_merge_outcomes_fails_if_either_store_refused_and_applies_if_either_appl
     ({"candidate_store": "elsewhere"}, "index.candidate_store"),
     ({"candidate_store": "postgres", "more_like_this": True}, "index.more_like_this"),
     ({"candidate_store": "postgres", "min_should_match": 2}, "index.min_should_match"),
+    ({"cached_documents": 100}, "index.cached_documents"),
+    ({"candidate_store": "postgres", "cached_documents": -1}, "index.cached_documents"),
 ])
 def test_a_bad_candidate_store_setting_fails_at_start_naming_the_key(fresh_db: str, index: dict[str, Any],
                                                                      key: str) -> None:
@@ -108,11 +110,12 @@ def test_the_factory_builds_the_split_backend_only_when_asked(fresh_db: str, sea
         pytest.skip("no osmem-server")
     allow_es_client_against_osmem()
     plain = make_settings(fresh_db, index={"backend": "opensearch", "url": search_url})
-    keyed = make_settings(fresh_db, index={"backend": "opensearch", "url": search_url, "candidate_store": "postgres"})
+    keyed = make_settings(fresh_db, index={"backend": "opensearch", "url": search_url, "candidate_store": "postgres",
+                                           "cached_documents": 123})
     upgrade(keyed)
     assert not isinstance(create_backend(plain), PgCandidatesBackend)
     be = create_backend(keyed)
-    assert isinstance(be, PgCandidatesBackend) and be.name == "opensearch"
+    assert isinstance(be, PgCandidatesBackend) and be.name == "opensearch" and be.pg._cache.max_documents == 123
 
 
 @pytest.mark.parametrize("backend_name", [PG_CANDIDATES], indirect=True)

@@ -37,7 +37,9 @@ def create_backend(settings: Settings) -> IndexBackend:
             from daemon.backends.pg_candidates import PgCandidatesBackend
             from daemon.backends.postgres import PostgresBackend
 
-            return PgCandidatesBackend(search, PostgresBackend(settings.require_dsn()))
+            cache = search.options.cached_documents
+            pg = PostgresBackend(settings.require_dsn(), **({} if cache is None else {"cached_documents": cache}))
+            return PgCandidatesBackend(search, pg)
         return search
     raise ConfigError("index.backend", f"unknown backend {name!r}")
 

@@ -36,6 +36,9 @@ candidate_store     "search"              where the candidate keys and signature
                                           ``"postgres"`` (in nearsync's PostgreSQL tables;
                                           the search index then stores fields only, see
                                           :mod:`daemon.backends.pg_candidates`)
+cached_documents    the PostgreSQL        with ``candidate_store = "postgres"`` only: the
+                    backend's             dedup worker's document cache (see
+                                          :mod:`daemon.backends.doc_cache`)
 ==================  ====================  ==================================================
 
 Secrets (``api_key``, ``password`` and any ``user:password@`` in a URL) never appear in the
@@ -62,7 +65,7 @@ ENV_PASSWORD = "NEARSYNC_INDEX_PASSWORD"
 _ALIAS = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,200}$")
 _KNOWN = {"url", "api_key", "username", "password", "ca_certs", "verify_certs", "timeout_s", "index",
           "bulk_docs", "bulk_bytes", "msearch_size", "keep_versions", "min_should_match", "more_like_this",
-          "candidate_store"}
+          "candidate_store", "cached_documents"}
 CANDIDATE_STORES = ("search", "postgres")
 
 
@@ -88,6 +91,7 @@ class SearchOptions:
     min_should_match: int = 1
     more_like_this: bool = False
     candidate_store: str = "search"
+    cached_documents: int | None = None
 
     def __repr__(self) -> str:
         urls = ", ".join(redact_dsn(u) for u in self.urls)
@@ -190,16 +194,19 @@ def parse_options(options: Mapping[str, Any], env: Mapping[str, str] | None = No
                           ("min_should_match", 1)):
         if name in d:
             kw[name] = _int(name, d[name], minimum)
-    if "candidate_store" in d:
-        store = d["candidate_store"]
-        if store not in CANDIDATE_STORES:
-            raise ConfigError(_key("candidate_store"), f"must be one of {', '.join(map(repr, CANDIDATE_STORES))}, "
-                                                       f"got {store!r}")
-        kw["candidate_store"] = store
-        clashes = [n for n, default in (("more_like_this", False), ("min_should_match", 1))
-                   if store == "postgres" and kw.get(n, default) != default]  # the search server's candidate query
-        if clashes:
-            raise ConfigError(_key(clashes[0]), "applies to candidate queries on the search server; with "
-                                              "candidate_store = \"postgres\" PostgreSQL answers them: remove it")
+    store = d.get("candidate_store", "search")
+    if store not in CANDIDATE_STORES:
+        raise ConfigError(_key("candidate_store"), f"must be one of {', '.join(map(repr, CANDIDATE_STORES))}, "
+                                                   f"got {store!r}")
+    kw["candidate_store"] = store
+    for name, default in (("more_like_this", False), ("min_should_match", 1)):
+        if store == "postgres" and kw.get(name, default) != default:
+            raise ConfigError(_key(name), "applies to candidate queries on the search server; with "
+                                          "candidate_store = \"postgres\" PostgreSQL answers them: remove it")
+    if "cached_documents" in d:
+        if store != "postgres":
+            raise ConfigError(_key("cached_documents"), "applies with candidate_store = \"postgres\" only (the "
+                                                        "document cache of PostgreSQL's candidate store)")
+        kw["cached_documents"] = _int("cached_documents", d["cached_documents"], 0)
     return SearchOptions(**kw)
 
