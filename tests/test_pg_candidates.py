@@ -156,3 +156,4 @@ async def test_switching_to_postgres_without_a_reindex_fails_fast_and_a_reindex_
         await reindex(keyed, be, progress=False)
         await build_worker(keyed, be)
         assert len(await be.get(T, [str(i) for i in range(1, 6)])) == 5
+

@@ -415,7 +415,7 @@ def create_app(settings: Settings, options: ApiOptions | None = None) -> Starlet
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with opened_backend(settings) as backend:
-            await require_candidate_store(backend, st.table.name)
+            await require_candidate_store(backend, st.table)
             pool = AsyncConnectionPool(settings.require_dsn(), min_size=1, max_size=4, open=False,
                                        timeout=DB_TIMEOUT_S, kwargs={"autocommit": True},
                                        configure=configure_session)
