@@ -163,10 +163,10 @@ def keys_of(signature: Mapping[str, Any]) -> list[str] | None:
         :data:`~daemon.backends.base.SCOPE_KEY` (the keys ``signed_document`` gives the document);
         ``None`` when one of those three is missing or not a list (not a signature the daemon built).
     """
-    parts = (signature.get("bands"), signature.get("blocks"), signature.get("super"))
-    if not all(type(p) is list for p in parts):
+    bands, blocks, supers = signature.get("bands"), signature.get("blocks"), signature.get("super")
+    if type(bands) is not list or type(blocks) is not list or type(supers) is not list:
         return None
-    return [*candidate_keys(*parts), SCOPE_KEY]
+    return [*candidate_keys(bands, blocks, supers), SCOPE_KEY]
 
 
 def encode(doc: IndexDocument) -> EncodedDocument:

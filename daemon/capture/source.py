@@ -137,7 +137,8 @@ async def inspect_source(conn: psycopg.AsyncConnection[Any], settings: SourceSet
         if not (await cur.fetchone() or {}).get("present"):
             raise SchemaError("nearsync is not installed in this database: run `nearsync migrate` first")
         await cur.execute(query("schema_revision_readable"))
-        found = wanted = head_revision_id()  # not checked when the role may not read the version table
+        wanted = head_revision_id()
+        found: str | None = wanted  # not checked when the role may not read the version table
         if (await cur.fetchone() or {}).get("readable"):
             await cur.execute(query("schema_revision"))
             found = (await cur.fetchone() or {}).get("version_num")

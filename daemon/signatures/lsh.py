@@ -58,8 +58,8 @@ def lsh_params(
         fn = np.trapezoid((1.0 - above**rows) ** b, above, axis=1)
         err = fp * false_positive_weight + fn * false_negative_weight
         i = int(np.argmin(err))  # first minimum, as datasketch's strict "<" scan keeps
-        if err[i] < best[0]:
-            best = (float(err[i]), (b, i + 1))
+        if err[i] < best[0]:  # type: ignore[index]  # numpy's stubs: trapezoid may return a scalar
+            best = (float(err[i]), (b, i + 1))  # type: ignore[index]
     return best[1]
 
 
