@@ -182,6 +182,9 @@ async def cmd_status(args: argparse.Namespace) -> int:
         return 0
     print(f"table {report['table']}: {report['rows']} rows, {report['indexed']} indexed ({report['backend']} backend), "
           f"NOTIFY queue {report['notification_queue_usage'] * 100:.2f}% used")
+    if "candidate_store" in report:
+        print(f"  candidate keys: {report['candidate_store']['postgres']} documents in PostgreSQL "
+              "(index.candidate_store = \"postgres\")")
     for name, q in report["queues"].items():
         print(f"  {name:>6} queue: {q['pending']} pending (oldest {q['oldest_age_s']:.1f} s), "
               f"{q['claimed']} claimed, {q['retrying']} retrying, {q['dead_letters']} dead letters")

@@ -160,7 +160,9 @@ async def build_indexer(settings: Settings, backend: IndexBackend) -> Indexer:
 
 async def status(settings: Settings) -> dict[str, Any]:
     """Pending count and oldest pending age (lag, s) per queue, dead letters per queue, indexed count,
-    and ``pg_notification_queue_usage()`` (fraction 0-1 of the NOTIFY queue in use).
+    and ``pg_notification_queue_usage()`` (fraction 0-1 of the NOTIFY queue in use); with
+    ``index.candidate_store = "postgres"`` also ``candidate_store``: ``{"postgres": documents}``
+    (the signed documents in PostgreSQL, beside ``indexed`` in the search index).
 
     Raises:
         ConfigError, psycopg.OperationalError, SchemaError.
@@ -181,10 +183,13 @@ async def status(settings: Settings) -> dict[str, Any]:
     for q in (INDEX_QUEUE, DEDUP_QUEUE):
         queues.setdefault(q, {"pending": 0, "oldest_age_s": 0.0, "claimed": 0, "retrying": 0})
         queues[q]["dead_letters"] = dead.get(q, 0)
+    extra: dict[str, Any] = {}
     async with opened_backend(settings) as backend:
         indexed = await backend.count(table.name)
+        if isinstance(backend, TwoStoreIndex):
+            extra["candidate_store"] = {"postgres": (await backend.store_counts(table.name))[1]}
     return {"table": table.name, "rows": rows, "indexed": indexed, "backend": settings.index.backend,
-            "notification_queue_usage": usage, "queues": queues}
+            "notification_queue_usage": usage, "queues": queues, **extra}
 
 
 async def require_candidate_store(backend: IndexBackend, table: str) -> None:

@@ -18,7 +18,7 @@ from daemon.config import Settings
 from daemon.errors import ConfigError
 from daemon.ops.migrate import upgrade
 from daemon.ops.reindex import reindex, verify
-from daemon.service import build_worker, opened_backend
+from daemon.service import build_worker, opened_backend, status
 from tests.conftest import PG_CANDIDATES, make_settings, queues_empty, running_indexer, running_worker, wait_until, \
     with_dedup
 
@@ -136,6 +136,8 @@ async def test_verify_finds_records_the_search_index_lost_and_repair_writes_them
         await be.refresh()
         assert fixed["repaired"] and (await verify(settings, be))["drift"] is False
         assert await be.count(T) == 12 and len(await be.search.get(T, [str(i) for i in range(1, 13)])) == 12
+    report = await status(settings)
+    assert (report["indexed"], report["candidate_store"]) == (12, {"postgres": 12})
 
 
 @pytest.mark.parametrize("backend_name", ["opensearch"], indirect=True)
