@@ -320,8 +320,17 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         file_profile = config["dedup"].pop("profile", None)
         if args.profile is None and file_profile is not None:
             args.profile = file_profile
+        index = loaded.get("index")
+        if index is not None and not isinstance(index, dict):
+            raise ConfigError("index", "must be a table")
+        index_options = dict(index or {})
+        file_backend = index_options.pop("backend", None)
+        if args.backend is None and file_backend is not None:
+            args.backend = file_backend
+    else:
+        index_options = {}
     report = evaluate(ds, profile=profile_name(args.profile or DEFAULT_PROFILE, "--profile"), config=config,
-                      dsn=args.dsn, backend=args.backend or "postgres",
+                      dsn=args.dsn, backend=args.backend or "postgres", index_options=index_options,
                       out_dir=args.out, baselines=not args.no_baselines, progress=not args.json_only)
     report.pop("_examples", None)
     print(json.dumps(report, indent=2, default=str))
@@ -575,7 +584,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "listings from independent shops (global scope, model-number keys, body and price as "
                          "positive evidence)")
     ev.add_argument("--config", metavar="FILE", help="TOML settings file; its [signatures] / [dedup] apply on top "
-                                                     "of the profile, as for nearsync dedup")
+                                                     "of the profile, as for nearsync dedup, and its [index] "
+                                                     "options (url, candidate_store, ...) to the index; its "
+                                                     "[index] backend when --backend is not given")
     ev.add_argument("--dsn", help="use this (empty) database instead of a throwaway one")
     ev.add_argument("--backend", choices=["postgres", "elasticsearch", "opensearch"])
     ev.add_argument("--no-baselines", action="store_true", help="skip the three baselines")

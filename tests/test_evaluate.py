@@ -194,3 +194,30 @@ def test_evaluation_index_options_size_the_document_cache_to_the_set() -> None:
     given = {"cached_documents": 7, "pool_size": 2}
     assert evaluation_index_options("postgres", 25_000, given) == given  # the caller's setting wins
     assert evaluation_index_options("opensearch", 25_000, {"url": "http://x"}) == {"url": "http://x"}
+    keyed = {"url": "http://x", "candidate_store": "postgres"}
+    assert evaluation_index_options("opensearch", 40_000, keyed) == keyed | {"cached_documents": 40_000}
+
+
+def test_evaluate_on_a_search_server_from_the_config_gives_the_postgresql_backends_links(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], search_url: str | None) -> None:
+    """``--config``'s ``[index]`` (backend, url, candidate_store) applies; the same set gives the same
+    links on the PostgreSQL backend and on a search server with its candidate keys in PostgreSQL."""
+    if search_url is None:
+        pytest.skip("no osmem-server")
+    from tests.search_server import allow_es_client_against_osmem
+
+    allow_es_client_against_osmem()
+    rec, pp, _ = write_labelled(tmp_path, 60)
+    args = ["evaluate", "--records", str(rec), "--pairs", str(pp), "--id", "ref", "--encoding", "latin-1",
+            "--map", "title=headline,body=text,price=cost,user=seller", "--json-only", "--no-baselines"]
+    links = {}
+    for name, index in (("postgres", ""), ("opensearch", f'backend = "opensearch"\nurl = "{search_url}"\n'
+                                                        'index = "evalkeyed"\ncandidate_store = "postgres"\n')):
+        cfg = tmp_path / f"{name}.toml"
+        cfg.write_text(f"[index]\n{index}" if index else "")
+        assert main([*args, "--config", str(cfg), "--out", str(tmp_path / name)]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["backend"] == name
+        links[name] = sorted((r["a"], r["b"], r["score"], r["flag_of_b"]) for r in
+                             csv.DictReader((tmp_path / name / "links.csv").open()))
+    assert links["postgres"] and links["opensearch"] == links["postgres"]

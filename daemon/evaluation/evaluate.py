@@ -332,7 +332,8 @@ EVALUATE_CACHED_DOCUMENTS_MAX = 50_000
 
 def evaluation_index_options(backend: str, records: int, given: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ``[index]`` options ``evaluate`` runs with: ``given`` (the caller's, kept as they are),
-    plus, for the PostgreSQL backend, a document cache that holds the whole set
+    plus, for the PostgreSQL backend (and a search backend's PostgreSQL candidate store,
+    ``candidate_store = "postgres"``), a document cache that holds the whole set
     (``cached_documents`` = ``records``, at least the daemon's default and at most
     :data:`EVALUATE_CACHED_DOCUMENTS_MAX`) unless ``given`` sets one.
 
@@ -353,7 +354,7 @@ def evaluation_index_options(backend: str, records: int, given: dict[str, Any] |
         The options mapping (a new dict).
     """
     options = dict(given or {})
-    if backend == "postgres" and "cached_documents" not in options:
+    if (backend == "postgres" or options.get("candidate_store") == "postgres") and "cached_documents" not in options:
         options["cached_documents"] = min(max(DEFAULT_CACHED_DOCUMENTS, records), EVALUATE_CACHED_DOCUMENTS_MAX)
     return options
 
