@@ -192,11 +192,20 @@ async def status(settings: Settings) -> dict[str, Any]:
             "notification_queue_usage": usage, "queues": queues, **extra}
 
 
+CANDIDATE_STORE_SHARE = 0.9
+"""Least share of the search index's documents PostgreSQL's candidate store must hold for the dedup
+worker and the check API to start (:func:`require_candidate_store`). The two stores are written by
+the same write, so in service they differ only by the batches in flight and the rare record the
+search server alone refused; far fewer means the store was never filled (the index was built with
+``candidate_store = "search"``, and an indexer already running with ``"postgres"`` has added only
+the changes since) or a reindex is still filling it."""
+
+
 async def require_candidate_store(backend: IndexBackend, table: str) -> None:
-    """Fail fast when the candidates would be read from an empty store: a backend writing two stores
-    (``index.candidate_store = "postgres"``) whose search index holds documents of ``table`` while
-    PostgreSQL holds none (the index was built with ``"search"`` and not reindexed since). Both
-    empty (a new index) or both filled passes. Other backends: nothing to check.
+    """Fail fast when the candidates would be read from a store that lacks most of them: a backend
+    writing two stores (``index.candidate_store = "postgres"``) whose PostgreSQL store holds fewer
+    than :data:`CANDIDATE_STORE_SHARE` of the search index's documents of ``table``. Both empty (a
+    new index) passes. Other backends: nothing to check.
 
     Raises:
         ConfigError: at ``index.candidate_store``, saying to run ``nearsync reindex``.
@@ -205,10 +214,11 @@ async def require_candidate_store(backend: IndexBackend, table: str) -> None:
     if not isinstance(backend, TwoStoreIndex):
         return
     searched, keyed = await backend.store_counts(table)
-    if searched and not keyed:
-        raise ConfigError("index.candidate_store", f'is "postgres", but PostgreSQL holds no candidate keys while the '
-                          f"search index holds {searched:,} documents of {table} (built with "
-                          '"search"): run `nearsync reindex` once, or set it back to "search"')
+    if keyed < CANDIDATE_STORE_SHARE * searched:
+        raise ConfigError("index.candidate_store", f'is "postgres", but PostgreSQL holds the candidate keys of {keyed:,} '
+                          f"documents of {table} against {searched:,} in the search index (an index built with "
+                          '"search", or a reindex not finished): run `nearsync reindex` to the end, or set it back '
+                          'to "search"')
 
 
 async def build_worker(settings: Settings, backend: IndexBackend) -> QueueLoop:

@@ -150,8 +150,13 @@ async def test_switching_to_postgres_without_a_reindex_fails_fast_and_a_reindex_
         await wait_until(lambda: queues_empty(settings.dsn), timeout=60)
     keyed = replace(settings, index=replace(settings.index, options={**settings.index.options,
                                                                       "candidate_store": "postgres"}))
+    async with await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True) as c:  # an indexer with
+        await c.execute("UPDATE ads SET price = 300 WHERE id = 1")                     # "postgres" ran a while
+    async with running_indexer(keyed):
+        await wait_until(lambda: queues_empty(settings.dsn), timeout=60)
     async with opened_backend(keyed) as be:
         await be.refresh()
+        assert await be.store_counts(T) == (5, 1)
         with pytest.raises(ConfigError) as e:
             await build_worker(keyed, be)
         assert e.value.key == "index.candidate_store" and "nearsync reindex" in str(e.value)

@@ -318,7 +318,7 @@ class TwoStoreIndex(Protocol):
     :class:`IndexBackend`: which records both stores hold. ``nearsync reindex --verify`` checks
     ``isinstance(backend, TwoStoreIndex)`` and counts a record that either store lacks as missing
     (:meth:`IndexBackend.get` reads one store only); the dedup worker and the check API refuse to
-    start on a candidate store left empty beside a filled search index
+    start on a candidate store that lacks most of the search index's documents
     (:func:`daemon.service.require_candidate_store`)."""
 
     async def held_by_both(self, table: str, record_ids: Sequence[str]) -> set[str]:

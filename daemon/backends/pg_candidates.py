@@ -31,8 +31,8 @@ changes; it is in the table, so a flag pointing at it points at a live record.
 
 Switching an existing index between ``candidate_store`` values needs ``nearsync reindex``: the
 search documents written with ``"postgres"`` carry no keys, and PostgreSQL holds no documents of an
-index written with ``"search"`` (the dedup worker and the check API refuse to start on that one:
-:func:`daemon.service.require_candidate_store`).
+index written with ``"search"`` (the dedup worker and the check API refuse to start on a store
+that lacks most of the search index's documents: :func:`daemon.service.require_candidate_store`).
 """
 
 from __future__ import annotations
