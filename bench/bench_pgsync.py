@@ -16,10 +16,11 @@ Per tool and round it prints:
   tool's process tree (nearsync: also the PostgreSQL server's; PGSync's share of PostgreSQL is not
   split out: its logical slot and queries run in the same server).
 
-nearsync runs with signatures (its default); with ``--pg-candidates`` also with signatures and
-``index.candidate_store = "postgres"`` (the candidate keys and signatures in nearsync's PostgreSQL
-tables, the search documents with the fields only); with ``--plain`` also as plain sync
-(``signatures.enabled = false``). PGSync is not a dependency of nearsync: install it in a venv of
+nearsync runs with signatures (its default: the candidate keys and signatures in nearsync's
+PostgreSQL tables, the search documents with the fields only, ``index.candidate_store =
+"postgres"``); with ``--search-keys`` also with the keys in the search documents
+(``candidate_store = "search"``); with ``--plain`` also as plain sync (``signatures.enabled =
+false``). PGSync is not a dependency of nearsync: install it in a venv of
 its own (its pins differ) and point ``--pgsync`` at that venv's ``bin``; it needs a
 ``redis-server`` on PATH (Debian: ``apt-get install redis-server``)::
 
@@ -215,9 +216,10 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=10_000, help="rows of the one transaction per tool and round")
     ap.add_argument("--rounds", type=int, default=2, help="rounds; the tools alternate, the first tool swaps each round")
     ap.add_argument("--plain", action="store_true", help="also run nearsync as plain sync (no signatures)")
-    ap.add_argument("--pg-candidates", action="store_true",
-                    help='also run nearsync with signatures and index.candidate_store = "postgres" (candidate keys '
-                         "and signatures in PostgreSQL, the search index with the fields only)")
+    ap.add_argument("--search-keys", action="store_true",
+                    help='also run nearsync with signatures and index.candidate_store = "search" (the candidate keys '
+                         "and signatures in the search index, as before 2026-11-27; the default keeps them in "
+                         "PostgreSQL)")
     args = ap.parse_args()
     if not (args.pgsync / "pgsync").is_file():
         sys.exit(f"bench_pgsync: no pgsync in {args.pgsync} (--pgsync: a venv's bin with pgsync installed)")
@@ -235,8 +237,8 @@ def main() -> None:
             make_staging(pc, max(args.size, args.latency_n + 2))
             target = SearchTarget(ns_url, Path(tmp))
             target.pid = ns_pid
-            keyed = SearchTarget(ns_url, Path(tmp), ['candidate_store = "postgres"'])
-            keyed.pid = ns_pid
+            in_search = SearchTarget(ns_url, Path(tmp), ['candidate_store = "search"'])
+            in_search.pid = ns_pid
             (Path(tmp) / "pgsync").mkdir()
             tool = PgSync(args.pgsync, server.dsn, pg_url, redis_port, Path(tmp) / "pgsync")
             postmaster = int((server.data_dir / "postmaster.pid").read_text().split()[0])
@@ -245,7 +247,7 @@ def main() -> None:
 
             def run_nearsync(signed: bool, where: SearchTarget = target) -> None:
                 what = "nearsync, plain sync" if not signed else (
-                    "nearsync, signatures" + (", candidates in PostgreSQL" if where is keyed else ""))
+                    "nearsync, signatures" + (", keys in the search index" if where is in_search else ""))
                 if signed and args.latency_n:
                     lat = bench_latency(ns, server.dsn, args.latency_n, target=where)
                     print(f"  {what}: COMMIT->visible p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms", flush=True)
@@ -267,8 +269,8 @@ def main() -> None:
             for r in range(args.rounds):
                 print(f"round {r + 1}", flush=True)
                 order = [run_pgsync, lambda: run_nearsync(True)]
-                if args.pg_candidates:
-                    order.append(lambda: run_nearsync(True, keyed))
+                if args.search_keys:
+                    order.append(lambda: run_nearsync(True, in_search))
                 if args.plain:
                     order.append(lambda: run_nearsync(False))
                 for step in (order if r % 2 == 0 else order[::-1]):

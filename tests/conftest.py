@@ -54,9 +54,13 @@ and signatures in PostgreSQL, :mod:`daemon.backends.pg_candidates`)."""
 
 
 def index_settings(backend_name: str) -> dict[str, Any]:
-    """The ``[index]`` table of a parametrised backend name (without the search server's URL)."""
+    """The ``[index]`` table of a parametrised backend name (without the search server's URL): the
+    search backends by name keep their candidate keys in the search index (``candidate_store =
+    "search"``), :data:`PG_CANDIDATES` in PostgreSQL (the default)."""
     if backend_name == PG_CANDIDATES:
         return {"backend": "opensearch", "candidate_store": "postgres"}
+    if backend_name in ("opensearch", "elasticsearch"):
+        return {"backend": backend_name, "candidate_store": "search"}
     return {"backend": backend_name}
 
 

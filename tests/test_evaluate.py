@@ -193,9 +193,10 @@ def test_evaluation_index_options_size_the_document_cache_to_the_set() -> None:
     assert evaluation_index_options("postgres", 10**7) == {"cached_documents": EVALUATE_CACHED_DOCUMENTS_MAX}
     given = {"cached_documents": 7, "pool_size": 2}
     assert evaluation_index_options("postgres", 25_000, given) == given  # the caller's setting wins
-    assert evaluation_index_options("opensearch", 25_000, {"url": "http://x"}) == {"url": "http://x"}
-    keyed = {"url": "http://x", "candidate_store": "postgres"}
-    assert evaluation_index_options("opensearch", 40_000, keyed) == keyed | {"cached_documents": 40_000}
+    keys_in_search = {"url": "http://x", "candidate_store": "search"}
+    assert evaluation_index_options("opensearch", 25_000, keys_in_search) == keys_in_search
+    for keyed in ({"url": "http://x"}, {"url": "http://x", "candidate_store": "postgres"}):  # the default store
+        assert evaluation_index_options("opensearch", 40_000, keyed) == keyed | {"cached_documents": 40_000}
 
 
 def test_evaluate_on_a_search_server_from_the_config_gives_the_postgresql_backends_links(

@@ -1,4 +1,4 @@
-"""``index.candidate_store = "postgres"``: a search index with the fields only, the candidate keys and
+"""``index.candidate_store = "postgres"`` (the default): a search index with the fields only, the candidate keys and
 signatures in PostgreSQL (:mod:`daemon.backends.pg_candidates`), against a real osmem-server and a
 real PostgreSQL. The protocol, dedup and reindex suites also run on it (the ``opensearch+pg``
 parameter of ``tests/conftest.py``); this file checks what is particular to it."""
@@ -94,7 +94,8 @@ def test_merge_outcomes_fails_if_either_store_refused_and_applies_if_either_appl
     ({"candidate_store": "elsewhere"}, "index.candidate_store"),
     ({"candidate_store": "postgres", "more_like_this": True}, "index.more_like_this"),
     ({"candidate_store": "postgres", "min_should_match": 2}, "index.min_should_match"),
-    ({"cached_documents": 100}, "index.cached_documents"),
+    ({"candidate_store": "search", "cached_documents": 100}, "index.cached_documents"),
+    ({"more_like_this": True}, "index.more_like_this"),  # the default store is PostgreSQL
     ({"candidate_store": "postgres", "cached_documents": -1}, "index.cached_documents"),
 ])
 def test_a_bad_candidate_store_setting_fails_at_start_naming_the_key(fresh_db: str, index: dict[str, Any],
@@ -105,16 +106,16 @@ def test_a_bad_candidate_store_setting_fails_at_start_naming_the_key(fresh_db: s
     assert e.value.key == key
 
 
-def test_the_factory_builds_the_split_backend_only_when_asked(fresh_db: str, search_url: str | None) -> None:
+def test_the_factory_builds_the_split_backend_by_default_and_not_with_search(fresh_db: str,
+                                                                           search_url: str | None) -> None:
     if search_url is None:
         pytest.skip("no osmem-server")
     allow_es_client_against_osmem()
-    plain = make_settings(fresh_db, index={"backend": "opensearch", "url": search_url})
-    keyed = make_settings(fresh_db, index={"backend": "opensearch", "url": search_url, "candidate_store": "postgres",
-                                           "cached_documents": 123})
-    upgrade(keyed)
-    assert not isinstance(create_backend(plain), PgCandidatesBackend)
-    be = create_backend(keyed)
+    in_search = make_settings(fresh_db, index={"backend": "opensearch", "url": search_url, "candidate_store": "search"})
+    default = make_settings(fresh_db, index={"backend": "opensearch", "url": search_url, "cached_documents": 123})
+    upgrade(default)
+    assert not isinstance(create_backend(in_search), PgCandidatesBackend)
+    be = create_backend(default)
     assert isinstance(be, PgCandidatesBackend) and be.name == "opensearch" and be.pg._cache.max_documents == 123
 
 
@@ -142,11 +143,12 @@ async def test_verify_finds_records_the_search_index_lost_and_repair_writes_them
 
 @pytest.mark.parametrize("backend_name", ["opensearch"], indirect=True)
 async def test_switching_to_postgres_without_a_reindex_fails_fast_and_a_reindex_fixes_it(settings: Settings) -> None:
+    """The upgrade of an index built before 2026-11-27 (keys in the search index) to the default."""
     async with await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True) as c:
         for i in range(5):
             await c.execute(f"INSERT INTO ads ({', '.join(COLS)}) VALUES ({', '.join(['%s'] * len(COLS))})",
                             [AD[k] for k in COLS[:2]] + [f"{AD['title']} {i}"] + [AD[k] for k in COLS[3:]])
-    async with running_indexer(settings):  # keys in the search index (the default)
+    async with running_indexer(settings):  # keys in the search index (the "opensearch" parameter)
         await wait_until(lambda: queues_empty(settings.dsn), timeout=60)
     keyed = replace(settings, index=replace(settings.index, options={**settings.index.options,
                                                                       "candidate_store": "postgres"}))

@@ -57,8 +57,9 @@ async def settle(be: IndexBackend) -> None:
 
 
 def search_options(url: str, **kw: Any) -> dict[str, Any]:
-    """Options for a search backend on a fresh alias."""
-    return {"url": url, "index": "t" + uuid.uuid4().hex[:10], **kw}
+    """Options for a search backend on a fresh alias, its candidate keys in the search index (the
+    search backend class itself: what these tests exercise)."""
+    return {"url": url, "index": "t" + uuid.uuid4().hex[:10], "candidate_store": "search", **kw}
 
 
 @pytest.fixture
@@ -78,7 +79,7 @@ async def backend(backend_name: str, request: pytest.FixtureRequest) -> AsyncIte
         index = index_settings(backend_name)
         if backend_name == PG_CANDIDATES:
             allow_es_client_against_osmem()
-            index |= search_options(request.getfixturevalue("search_url"))
+            index = search_options(request.getfixturevalue("search_url")) | index  # its candidate_store wins
         s = make_settings(request.getfixturevalue("fresh_db"), index=index)
         upgrade(s)
         be = create_backend(s)

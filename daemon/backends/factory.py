@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 
 def create_backend(settings: Settings) -> IndexBackend:
     """Build (not open) the backend named by ``index.backend``: PostgreSQL, or a search backend, which
-    with ``index.candidate_store = "postgres"`` keeps its candidate keys and signatures in the
-    nearsync database (:class:`~daemon.backends.pg_candidates.PgCandidatesBackend`).
+    with ``index.candidate_store = "postgres"`` (the default) keeps its candidate keys and signatures
+    in the nearsync database (:class:`~daemon.backends.pg_candidates.PgCandidatesBackend`).
 
     Raises:
         ConfigError: unknown backend, or invalid backend options (the key is named).

@@ -1,6 +1,7 @@
 """A search backend whose candidate keys and signatures live in PostgreSQL (``index.candidate_store``).
 
-With ``index.candidate_store = "postgres"`` (Elasticsearch or OpenSearch), every record is written
+With ``index.candidate_store = "postgres"`` (Elasticsearch or OpenSearch; the default since
+2026-11-27), every record is written
 twice, by the same :meth:`PgCandidatesBackend.write`:
 
 * to the **search index** as the user's document only: table, record id, external version, fields

@@ -31,11 +31,12 @@ keep_versions       2                     index versions kept by ``prune_version
 min_should_match    1                     floor on ``min_match`` for candidate queries
 more_like_this      false                 add a more_like_this clause (title/body of the
                                           excluded record) that re-ranks candidates
-candidate_store     "search"              where the candidate keys and signatures live:
-                                          ``"search"`` (in each search document) or
+candidate_store     "postgres"            where the candidate keys and signatures live:
                                           ``"postgres"`` (in nearsync's PostgreSQL tables;
-                                          the search index then stores fields only, see
-                                          :mod:`daemon.backends.pg_candidates`)
+                                          the search index stores the fields only, see
+                                          :mod:`daemon.backends.pg_candidates`) or
+                                          ``"search"`` (in each search document; before
+                                          2026-11-27 the only way)
 cached_documents    the PostgreSQL        with ``candidate_store = "postgres"`` only: the
                     backend's             dedup worker's document cache (see
                                           :mod:`daemon.backends.doc_cache`)
@@ -66,7 +67,13 @@ _ALIAS = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,200}$")
 _KNOWN = {"url", "api_key", "username", "password", "ca_certs", "verify_certs", "timeout_s", "index",
           "bulk_docs", "bulk_bytes", "msearch_size", "keep_versions", "min_should_match", "more_like_this",
           "candidate_store", "cached_documents"}
-CANDIDATE_STORES = ("search", "postgres")
+CANDIDATE_STORES = ("postgres", "search")
+DEFAULT_CANDIDATE_STORE = "postgres"
+"""``index.candidate_store`` when unset. PostgreSQL: on an OpenSearch-API server a signed document's
+~30 unique keyword terms cost the server more than the rest of it, and the candidate lookups through
+``_msearch`` more still (docs/benchmarks.md, "Against PGSync": 1.8-2.3x the signed rows/s, and
+Abt-Buy's dedup 2.3-3.0 s against 46-64 s, with the same flags); the price is ~5 kB of PostgreSQL
+storage and ~0.14 ms of its CPU per written record, in the database nearsync already needs."""
 
 
 @dataclass(frozen=True)
@@ -90,7 +97,7 @@ class SearchOptions:
     keep_versions: int = 2
     min_should_match: int = 1
     more_like_this: bool = False
-    candidate_store: str = "search"
+    candidate_store: str = DEFAULT_CANDIDATE_STORE
     cached_documents: int | None = None
 
     def __repr__(self) -> str:
@@ -194,7 +201,7 @@ def parse_options(options: Mapping[str, Any], env: Mapping[str, str] | None = No
                           ("min_should_match", 1)):
         if name in d:
             kw[name] = _int(name, d[name], minimum)
-    store = d.get("candidate_store", "search")
+    store = d.get("candidate_store", DEFAULT_CANDIDATE_STORE)
     if store not in CANDIDATE_STORES:
         raise ConfigError(_key("candidate_store"), f"must be one of {', '.join(map(repr, CANDIDATE_STORES))}, "
                                                    f"got {store!r}")
@@ -202,7 +209,8 @@ def parse_options(options: Mapping[str, Any], env: Mapping[str, str] | None = No
     for name, default in (("more_like_this", False), ("min_should_match", 1)):
         if store == "postgres" and kw.get(name, default) != default:
             raise ConfigError(_key(name), "applies to candidate queries on the search server; with "
-                                          "candidate_store = \"postgres\" PostgreSQL answers them: remove it")
+                                          "candidate_store = \"postgres\" (the default) PostgreSQL answers them: "
+                                          "remove it, or set candidate_store = \"search\"")
     if "cached_documents" in d:
         if store != "postgres":
             raise ConfigError(_key("cached_documents"), "applies with candidate_store = \"postgres\" only (the "

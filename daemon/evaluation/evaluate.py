@@ -43,6 +43,7 @@ import psycopg
 from daemon import heap
 from daemon.backends.base import PlannerStatistics
 from daemon.backends.doc_cache import DEFAULT_CACHED_DOCUMENTS
+from daemon.backends.search_options import DEFAULT_CANDIDATE_STORE
 from daemon.config import REFERENCE_COLUMNS, REFERENCE_FIELDS, Settings, settings_from_mapping
 from daemon.dedup.settings import DedupOptions, dedup_options
 from daemon.profiles import DEFAULT_PROFILE, PROFILES, merged
@@ -333,7 +334,7 @@ EVALUATE_CACHED_DOCUMENTS_MAX = 50_000
 def evaluation_index_options(backend: str, records: int, given: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ``[index]`` options ``evaluate`` runs with: ``given`` (the caller's, kept as they are),
     plus, for the PostgreSQL backend (and a search backend's PostgreSQL candidate store,
-    ``candidate_store = "postgres"``), a document cache that holds the whole set
+    ``candidate_store = "postgres"``, the default), a document cache that holds the whole set
     (``cached_documents`` = ``records``, at least the daemon's default and at most
     :data:`EVALUATE_CACHED_DOCUMENTS_MAX`) unless ``given`` sets one.
 
@@ -354,7 +355,8 @@ def evaluation_index_options(backend: str, records: int, given: dict[str, Any] |
         The options mapping (a new dict).
     """
     options = dict(given or {})
-    if (backend == "postgres" or options.get("candidate_store") == "postgres") and "cached_documents" not in options:
+    store = "postgres" if backend == "postgres" else options.get("candidate_store", DEFAULT_CANDIDATE_STORE)
+    if store == "postgres" and "cached_documents" not in options:
         options["cached_documents"] = min(max(DEFAULT_CACHED_DOCUMENTS, records), EVALUATE_CACHED_DOCUMENTS_MAX)
     return options
 
