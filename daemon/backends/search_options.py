@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from daemon.backends.base import DEFAULT_CANDIDATE_STORE
 from daemon.config import redact_dsn
 from daemon.errors import ConfigError
 
@@ -68,14 +69,6 @@ _KNOWN = {"url", "api_key", "username", "password", "ca_certs", "verify_certs", 
           "bulk_docs", "bulk_bytes", "msearch_size", "keep_versions", "min_should_match", "more_like_this",
           "candidate_store", "cached_documents"}
 CANDIDATE_STORES = ("postgres", "search")
-DEFAULT_CANDIDATE_STORE = "postgres"
-"""``index.candidate_store`` when unset. PostgreSQL: on an OpenSearch-API server a signed document's
-~30 unique keyword terms cost the server more than the rest of it, and the candidate lookups through
-``_msearch`` more still (docs/benchmarks.md, "Against PGSync": 1.8-2.3x the signed rows/s, and
-Abt-Buy's dedup 2.3-3.0 s against 46-64 s, with the same flags); the price is ~5 kB of PostgreSQL
-storage and ~0.14 ms of its CPU per written record, in the database nearsync already needs."""
-
-
 @dataclass(frozen=True)
 class SearchOptions:
     """Validated options of a search backend (see the module docstring for meanings and defaults).

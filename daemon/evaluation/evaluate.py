@@ -41,9 +41,8 @@ from typing import Any
 import psycopg
 
 from daemon import heap
-from daemon.backends.base import PlannerStatistics
+from daemon.backends.base import DEFAULT_CANDIDATE_STORE, PlannerStatistics
 from daemon.backends.doc_cache import DEFAULT_CACHED_DOCUMENTS
-from daemon.backends.search_options import DEFAULT_CANDIDATE_STORE
 from daemon.config import REFERENCE_COLUMNS, REFERENCE_FIELDS, Settings, settings_from_mapping
 from daemon.dedup.settings import DedupOptions, dedup_options
 from daemon.profiles import DEFAULT_PROFILE, PROFILES, merged
