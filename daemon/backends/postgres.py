@@ -463,10 +463,12 @@ class PostgresBackend:
         """:class:`~daemon.backends.base.CorpusReader`: every live document's title, scope and super
         tokens (named query ``iter_corpus``, which leaves the rest of the document in the database),
         streamed with a server-side cursor (one transaction: one snapshot of the table) in lists of
-        :data:`ITER_FETCH_ROWS` (~0.3 kB per row). The next ``FETCH`` is sent before a list is
-        handed out, so the server reads the next rows while the caller counts these (the two run on
-        two cores). The JSON values come as text and are parsed here; the document cache is neither
-        read nor filled (a full pass would only evict what the dedup worker's lookups need).
+        :data:`ITER_FETCH_ROWS` (~0.6 kB of JSON per product listing with its ~23 super tokens:
+        ~3 MB per list). The next ``FETCH`` is sent before a list is handed out, so the server reads
+        the next rows while the caller counts these (on two cores: 3.0-3.2 s against 3.4-3.9 s for
+        a refresh of 100,000 listings, docs/benchmarks.md). The JSON values come as text and are
+        parsed here; the document cache is neither read nor filled (a full pass would only evict
+        what the dedup worker's lookups need).
 
         Raises:
             TransientIndexError: the database is unreachable.
