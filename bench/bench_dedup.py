@@ -320,6 +320,8 @@ async def single_record_latency(dsn: str, worker: Any, ids: list[str], indexed: 
     8.8 ms a record on average, 20,000 product listings, load average ~4)."""
     from daemon.db.pool import configure_session
 
+    if not ids:  # --samples 0: nothing to time
+        return
     lat = []
     cpu = []
     pairs = 0

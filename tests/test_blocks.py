@@ -13,9 +13,10 @@ import numpy as np
 import psycopg
 import pytest
 
-from daemon.backends.base import lookup_keys
+from daemon.backends.base import CorpusReader, DeleteOp, Outcome, lookup_keys
 from daemon.backends.pg_encoding import key_hashes as backend_key_hashes
 from daemon.config import Settings
+from daemon.db.queries import query
 from daemon.db.rarity import load_active
 from daemon.dedup.settings import MAX_BLOCK, dedup_options
 from daemon.dedup.worker import is_candidate_pair, query_keys
@@ -23,8 +24,8 @@ from daemon.errors import ConfigError
 from daemon.ops.rarity import refresh_rarity
 from daemon.service import opened_backend
 from daemon.signatures.blocks import BlockCounter, LargeBlocks, key_hash, key_hashes, key_prefix, purgeable
-from tests.conftest import queues_empty, running_indexer, running_worker, wait_until, with_dedup
-from tests.test_rarity import _insert, _links
+from tests.conftest import PG_CANDIDATES, queues_empty, running_indexer, running_worker, wait_until, with_dedup
+from tests.test_rarity import _insert, _links, index_done
 
 
 def test_block_counter_counts_each_block_exactly_across_folds() -> None:
@@ -130,3 +131,70 @@ async def test_the_worker_leaves_the_snapshots_large_blocks_out_whatever_the_ord
     copies = [rid for rid in ids if named[rid] == ("u", "copper kettle whistle")]
     assert all(any(rid in pair for pair in after) for rid in copies)
     assert of("u", after) == of("v", after) and of("u", before) == of("v", before)
+
+
+class _DocumentsOnly:
+    """A backend seen through ``iter_versions`` and ``get`` only: no ``CorpusReader``, so
+    ``refresh_rarity`` reads whole documents (the path of the search backends)."""
+
+    def __init__(self, backend: Any) -> None:
+        self._backend = backend
+
+    def iter_versions(self, table: str) -> Any:
+        return self._backend.iter_versions(table)
+
+    async def get(self, table: str, record_ids: Any) -> Any:
+        return await self._backend.get(table, record_ids)
+
+
+async def _stored_snapshot(dsn: str) -> tuple[Any, ...]:
+    """The active snapshot of ``public.ads`` as stored, less its version (documents, packed word
+    hashes and frequencies, max_block, packed large blocks)."""
+    async with await psycopg.AsyncConnection.connect(dsn) as c:
+        cur = await c.execute(query("rarity_load"), {"table": "public.ads"})
+        row = await cur.fetchone()
+    assert row is not None
+    return tuple(row[1:])
+
+
+@pytest.mark.parametrize("backend_name", ["postgres", PG_CANDIDATES], indirect=True)
+async def test_the_corpus_read_stores_the_snapshot_reading_whole_documents_stores(settings: Settings) -> None:
+    """On a backend holding the signed documents in PostgreSQL, ``refresh_rarity`` reads titles,
+    scopes and super tokens only (``CorpusReader``); the snapshot it stores (documents, word
+    frequencies, large blocks) is byte for byte the one reading every whole document through ``get``
+    stores. The index has three scopes, documents whose keys are stored apart from their signature
+    (with a repeated and an extra super token), a numeric title, one without a title, a deleted one
+    and documents of another table."""
+    s = with_dedup(settings, max_block=2)
+    ads = [*_ads("u", list(range(len(TITLES)))), *_ads("v", list(range(10))), *_ads("w", [0, 1, 8])]
+    async with running_indexer(s):
+        ids = await _insert(s.dsn, ads)
+        await wait_until(lambda: index_done(s.dsn), timeout=60)
+    async with opened_backend(s) as backend:
+        assert isinstance(backend, CorpusReader) and not isinstance(_DocumentsOnly(backend), CorpusReader)
+        docs = await backend.get("public.ads", ids)
+        first = docs[ids[0]]
+        stored_keys = [*first.keys, "t:p:extra"]  # not the signature's own: stored apart from it
+        extra = [replace(first, record_id=f"x{i}", version=first.version + 1, keys=stored_keys, side=None)
+                 for i in range(4)]
+        extra[0] = replace(extra[0], keys=[*stored_keys, "t:p:extra", "b9:not-counted"])
+        extra[1] = replace(extra[1], fields={**first.fields, "title": 12345})
+        extra[2] = replace(extra[2], fields={k: v for k, v in first.fields.items() if k != "title"})
+        extra[3] = replace(extra[3], scope={"user": "other"})
+        other = [replace(d, table="public.other", side=None) for d in list(docs.values())[:6]]
+        result = await backend.write([*extra, *other], [DeleteOp("public.ads", ids[1], docs[ids[1]].version + 1)])
+        assert set(result.outcomes.values()) == {Outcome.APPLIED}
+        fast = await refresh_rarity(s, backend, progress=False)
+        from_corpus = await _stored_snapshot(s.dsn)
+        slow = await refresh_rarity(s, _DocumentsOnly(backend), progress=False)  # type: ignore[arg-type]
+        from_documents = await _stored_snapshot(s.dsn)
+    assert slow["version"] > fast["version"]
+    assert from_corpus == from_documents
+    assert {k: v for k, v in fast.items() if k not in ("version", "seconds")} == {
+        k: v for k, v in slow.items() if k not in ("version", "seconds")}
+    assert fast["documents"] == len(ids) - 1 + len(extra) and fast["large_blocks"] > 0
+    async with await psycopg.AsyncConnection.connect(s.dsn) as c:
+        large = (await load_active(c, "public.ads")).large_blocks  # type: ignore[union-attr]
+    # the stored keys count: three documents of the first scope hold the extra super token
+    assert key_hash(key_prefix("public.ads", first.scope), "t:p:extra") in large
+    assert key_hash(key_prefix("public.ads", {"user": "other"}), "t:p:extra") not in large

@@ -320,6 +320,32 @@ Abt-Buy's dedup 2.3-3.0 s against 46-64 s, with the same flags); the price is ~5
 storage and ~0.14 ms of its CPU per written record, in the database nearsync already needs."""
 
 
+CorpusRow = tuple[Any, dict[str, str], list[str]]
+"""One live document as a corpus snapshot counts it (:class:`CorpusReader`): ``(title, scope,
+super_keys)``, where ``title`` is ``fields["title"]`` as :meth:`IndexBackend.get` would give it
+(``None`` when missing), ``scope`` the document's scope and ``super_keys`` those of its candidate keys
+that are super tokens (``"t:…"``, :func:`daemon.signatures.blocks.purgeable`; the others are never
+counted), in no particular order."""
+
+
+@runtime_checkable
+class CorpusReader(Protocol):
+    """What a backend that holds the signed documents in PostgreSQL tables adds to
+    :class:`IndexBackend`: a read of every live document's title, scope and super tokens, and no
+    more, for the corpus snapshot (``nearsync rarity refresh``, :func:`daemon.ops.rarity.refresh_rarity`,
+    which checks ``isinstance(backend, CorpusReader)`` and otherwise reads whole documents through
+    :meth:`IndexBackend.get`). The rows are those :meth:`IndexBackend.get` of every id of
+    :meth:`IndexBackend.iter_versions` would give, reduced to :data:`CorpusRow`, read in one
+    consistent snapshot of the database. Both methods may raise :class:`TransientIndexError`."""
+
+    async def corpus_size(self, table: str) -> int:
+        """The number of live documents :meth:`iter_corpus` reads (for a progress bar)."""
+
+    def iter_corpus(self, table: str) -> AsyncIterator[list[CorpusRow]]:
+        """Every live document of ``table`` as a :data:`CorpusRow`, in lists of up to a few
+        thousand rows, in no particular order."""
+
+
 @runtime_checkable
 class TwoStoreIndex(Protocol):
     """What a backend that writes every record to two stores (a search index for the documents,

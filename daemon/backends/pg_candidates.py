@@ -44,6 +44,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from daemon.backends.base import (
     Candidate,
     CandidateQuery,
+    CorpusRow,
     DeleteOp,
     IndexDocument,
     Outcome,
@@ -105,7 +106,7 @@ def merge_outcomes(search: WriteResult, pg: WriteResult) -> WriteResult:
 
 class PgCandidatesBackend:
     """:class:`~daemon.backends.base.IndexBackend` (and ``VersionedIndex``, ``PlannerStatistics``,
-    ``TwoStoreIndex``):
+    ``TwoStoreIndex``, ``CorpusReader``):
     a search index for the documents, PostgreSQL for candidate retrieval (module docstring).
 
     Args:
@@ -208,6 +209,14 @@ class PgCandidatesBackend:
                             min_match: int = 1) -> list[list[Candidate] | None]:
         """From PostgreSQL (see ``IndexBackend.scope_members``)."""
         return await self.pg.scope_members(table, queries, limit=limit, min_match=min_match)
+
+    async def corpus_size(self, table: str) -> int:
+        """Live documents of ``table`` in PostgreSQL (``CorpusReader``)."""
+        return await self.pg.corpus_size(table)
+
+    def iter_corpus(self, table: str) -> AsyncIterator[list[CorpusRow]]:
+        """The signed documents' titles, scopes and super tokens, from PostgreSQL (``CorpusReader``)."""
+        return self.pg.iter_corpus(table)
 
     async def held_by_both(self, table: str, record_ids: Sequence[str]) -> set[str]:
         """Those of ``record_ids`` live in both stores (``TwoStoreIndex``: what ``verify`` reads)."""

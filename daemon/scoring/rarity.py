@@ -82,14 +82,15 @@ class FrequencyCounter:
         """Count one document whose title is ``title`` (any value; None or blank counts as a document
         without words: it still makes every word a little less rare relative to the corpus)."""
         self.documents += 1
-        self._df.update(token_hash(t) for t in title_tokens(title))
+        digest = xxhash.xxh64_intdigest  # token_hash unsigned, made signed once in arrays() (same bits)
+        self._df.update([digest(t.encode("utf-8", "surrogatepass"), TOKEN_SEED) for t in title_tokens(title)])
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """``(hashes, dfs)``: the distinct word hashes ascending (``int64``) and each one's document
         frequency (``int32``, >= 1), the form a snapshot is stored and read in."""
         if not self._df:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int32)
-        hashes = np.fromiter(self._df.keys(), dtype=np.int64, count=len(self._df))
+        hashes = np.fromiter(self._df.keys(), dtype=np.uint64, count=len(self._df)).view(np.int64)
         dfs = np.fromiter(self._df.values(), dtype=np.int32, count=len(self._df))
         order = np.argsort(hashes, kind="stable")
         return hashes[order], dfs[order]

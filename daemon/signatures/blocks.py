@@ -40,6 +40,7 @@ the data and of the snapshot, never of the order records were processed in.
 from __future__ import annotations
 
 import json
+from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 
@@ -134,7 +135,7 @@ class BlockCounter:
     """Exact block sizes over a stream of documents' keys (:meth:`add`), then the large ones
     (:meth:`larger_than`).
 
-    Memory: the block identities are buffered as int64 (8 bytes per key occurrence, up to
+    Memory: the block identities are buffered as 64-bit integers (8 bytes per key occurrence, up to
     ``buffer`` of them, default 4,000,000 = 32 MB) and folded into a sorted table of distinct
     blocks with their counts (12 bytes per distinct block, about three times that while a fold
     runs): ~120 MB for 10 million distinct super tokens.
@@ -147,28 +148,32 @@ class BlockCounter:
         if buffer < 1:
             raise ValueError(f"buffer must be >= 1, got {buffer}")
         self._buffer = buffer
-        self._pending: list[np.ndarray] = []
-        self._pending_n = 0
+        self._pending = array("Q")
         self._blocks = np.empty(0, dtype=np.int64)
         self._counts = np.empty(0, dtype=np.int32)
         self.documents = 0
 
     def add(self, table: str, scope: Mapping[str, str], keys: Iterable[str]) -> None:
         """Count one document of ``table`` in ``scope`` holding ``keys`` (repeats count once); only
-        the :func:`purgeable` keys are counted (no other is ever purged)."""
+        the :func:`purgeable` keys are counted (no other is ever purged).
+
+        The identities are buffered as xxh64's unsigned digests (one C-level ``array`` extend per
+        document) and read as int64 when folded: the same 64 bits as :func:`key_hash`'s signed value,
+        without a Python sign fix per key (~20% less CPU per document with ~23 super tokens)."""
         self.documents += 1
-        hashes = key_hashes(table, scope, [k for k in keys if k.startswith(PURGEABLE_PREFIX)])
+        prefix = key_prefix(table, scope)
+        digest = xxhash.xxh64_intdigest
+        hashes = {digest(prefix + k.encode()) for k in keys if k.startswith(PURGEABLE_PREFIX)}
         if hashes:
-            self._pending.append(np.fromiter(hashes, dtype=np.int64, count=len(hashes)))
-            self._pending_n += len(hashes)
-            if self._pending_n >= self._buffer:
+            self._pending.extend(hashes)
+            if len(self._pending) >= self._buffer:
                 self._fold()
 
     def _fold(self) -> None:
         if not self._pending:
             return
-        new, counts = np.unique(np.concatenate(self._pending), return_counts=True)
-        self._pending, self._pending_n = [], 0
+        new, counts = np.unique(np.frombuffer(self._pending, dtype=np.uint64).view(np.int64), return_counts=True)
+        self._pending = array("Q")
         if len(self._blocks):
             both = np.concatenate((self._blocks, new))
             order = np.argsort(both, kind="stable")
