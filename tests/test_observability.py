@@ -217,7 +217,7 @@ class Limits:
 
 
 async def test_adaptive_batch_size_grows_on_deep_queue_and_shrinks_on_slow_batches(settings: Settings) -> None:
-    s = with_daemon(settings, batch_size=20)
+    s = with_daemon(settings, batch_size=20, concurrency=1)  # one lane: the sizes in the order the sizer set them
     await insert_ads(settings.dsn, 3000)
     async with running_indexer(s) as d:
         rec = Limits()
