@@ -315,7 +315,7 @@ DEFAULT_CANDIDATE_STORE = "postgres"
 """``index.candidate_store`` when unset (search backends: where the candidate keys and signatures
 live, :mod:`daemon.backends.pg_candidates`). PostgreSQL: on an OpenSearch-API server a signed document's
 ~30 unique keyword terms cost the server more than the rest of it, and the candidate lookups through
-``_msearch`` more still (docs/benchmarks.md, "Against PGSync": 1.8-2.3x the signed rows/s, and
+``_msearch`` more still (docs/benchmarks.md, "Against PGSync": 1.8-2.6x the signed rows/s, and
 Abt-Buy's dedup 2.3-3.0 s against 46-64 s, with the same flags); the price is ~5 kB of PostgreSQL
 storage and ~0.14 ms of its CPU per written record, in the database nearsync already needs."""
 
