@@ -507,3 +507,19 @@ async def test_rows_follow_the_check_apis_number_rules(settings: Settings) -> No
     assert set(dead) == set(bad)
     for rid, (role, shown) in bad.items():
         assert dead[rid].startswith(f"{role}: ") and shown in dead[rid], dead[rid]
+
+
+async def test_a_claim_returns_a_record_once_when_the_relay_gives_it_a_newer_change(settings: Settings) -> None:
+    """The first statement of a claim re-claims our own leftover of a record; the relay in the same
+    claim then moves a newer change of it into the same row. One claim, one entry: the newer."""
+    ids = await insert_ads(settings.dsn, 3)
+    async with await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True) as c:
+        me = await register_worker(c)
+        assert await hold_worker_lock(c, me)
+        first = await Queue(INDEX_QUEUE, me).claim(c, 10)  # relayed and claimed, not acknowledged
+        assert sorted(x.record_id for x in first) == sorted(ids)
+        await c.execute("UPDATE ads SET price = price + 1 WHERE id = %s", (int(ids[1]),))  # in the log now
+        again = await Queue(INDEX_QUEUE, me).claim(c, 10)
+    assert sorted(x.record_id for x in again) == sorted(ids)  # each record once
+    newer = next(x for x in again if x.record_id == ids[1])
+    assert newer.seq > next(x.seq for x in first if x.record_id == ids[1])

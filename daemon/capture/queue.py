@@ -83,7 +83,10 @@ class Queue:
         drain would otherwise stop short). Each statement runs in its own autocommit transaction.
 
         Returns:
-            the claimed rows sorted by sequence.
+            the claimed rows sorted by sequence, one per record: when the relay gave a record the
+            first statement claimed a newer change (its row now holds that change, claimed by us),
+            the newer one (a batch with both wrote the record twice in one statement, which
+            PostgreSQL refuses: ``ON CONFLICT DO UPDATE command cannot affect row a second time``).
 
         Raises:
             psycopg.OperationalError: the database is unreachable (the loop retries with backoff).
@@ -99,7 +102,12 @@ class Queue:
                 if relayed[0]["moved"] and not rows:  # it queued rows but claimed none (see relay_claim)
                     await cur.execute(query("claim"), {"queue": self.name, "worker": self.worker_id, "limit": limit})
                     rows = await cur.fetchall()
-        out = [_claimed(r) for r in rows]
+        latest: dict[tuple[str, str], dict[str, Any]] = {}
+        for r in rows:  # the relay may have given a record claimed by the first statement a newer change
+            k = (r["table_name"], r["record_id"])
+            if k not in latest or r["seq"] > latest[k]["seq"]:
+                latest[k] = r
+        out = [_claimed(r) for r in latest.values()]
         out.sort(key=lambda c: c.seq)
         return out
 
