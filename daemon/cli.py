@@ -23,7 +23,7 @@ from typing import Any
 import psycopg
 
 from daemon import __version__, heap
-from daemon.config import (DEFAULT_CONCURRENCY, PLAIN_SYNC_CONCURRENCY, Settings, load_settings, parse_duration,
+from daemon.config import (DEFAULT_CONCURRENCY, Settings, load_settings, parse_duration,
                            redact_dsn)
 from daemon.errors import ConfigError
 from daemon.logs import configure_logging
@@ -468,7 +468,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "SIGTERM/SIGINT finish the batch in hand and exit 0. Started while PostgreSQL "
                                    "or the index is down, it waits for them (logging each retry) rather than exit; "
                                    "configuration errors still exit at once.")
-    _add_loop_options(r, "rows", f"{DEFAULT_CONCURRENCY['index']}, {PLAIN_SYNC_CONCURRENCY} in plain sync")
+    _add_loop_options(r, "rows", str(DEFAULT_CONCURRENCY["index"]))
     r.set_defaults(func=cmd_run, is_async=True)
 
     w = sub.add_parser("dedup", parents=[common], help="run the dedup worker (candidates, scoring, flags, clusters)",

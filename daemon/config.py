@@ -218,16 +218,19 @@ class SourceSettings:
         return replace(out, **kw)
 
 
-DEFAULT_CONCURRENCY = {"index": 1, "dedup": 2}
-"""Batches in flight per process when ``[daemon] concurrency`` is unset: the indexing daemon already
-overlaps signature building with index writes inside a batch; the dedup worker waits on PostgreSQL
-for about two thirds of a batch, so a second batch in flight uses the other core (see README)."""
+DEFAULT_CONCURRENCY = {"index": 2, "dedup": 2}
+"""Batches in flight per process when ``[daemon] concurrency`` is unset.
 
-PLAIN_SYNC_CONCURRENCY = 2
-"""Batches in flight of an indexing daemon in plain sync (``signatures.enabled = false``) when
-``[daemon] concurrency`` is unset: with nothing to sign, a batch is mostly waits on PostgreSQL
-(claim, load, write, ack), which a second batch in flight overlaps (``bench/bench_cdc.py
---signatures off`` on 2026-11-23: 100,000 rows 9,736-11,688 rows/s with one, 14,741-15,773 with two)."""
+* dedup worker: it waits on PostgreSQL for about two thirds of a batch, so a second batch in flight
+  uses the other core (see README).
+* indexing daemon: a batch is claimed, loaded, signed, written and acknowledged in turn, and a
+  second batch in flight overlaps one's signing with the other's writes and database waits. Plain
+  sync (``bench/bench_cdc.py --signatures off``, 2026-11-23): 100,000 rows 9,736-11,688 rows/s with
+  one, 14,741-15,773 with two. Signed (2026-11-27, idle, 2 runs each alternated): a 10,000-row
+  transaction 3,534-3,687 against 4,297-4,437 rows/s on the PostgreSQL backend and 1,199-1,738
+  against 1,884-2,155 on an osmem-server (``bench_cdc.py --backend opensearch``, 4 runs each); a
+  20,000-ad reindex 3,425-3,891 against 3,968-4,057 docs/s. (One was the signed default until
+  2026-11-27, measured no better on a busy machine on 2026-11-23.)"""
 
 MAX_TAKEOVERS = 3
 """Default ``[daemon] max_takeovers``: worker stops with a change in hand before it is dead-lettered
@@ -261,7 +264,7 @@ class DaemonSettings:
             per attempt, capped at 30 s for the whole-batch retries.
         concurrency: batches one process keeps in flight (each claims its own rows), so one
             batch's database waits overlap another's CPU work; ``None``: the command's default
-            (:data:`DEFAULT_CONCURRENCY`, :data:`PLAIN_SYNC_CONCURRENCY`).
+            (:data:`DEFAULT_CONCURRENCY`).
         batch_floor / batch_ceiling: bounds (rows) of the adaptive batch size; ``None``:
             ``batch_size // 10`` (the index backend's write size with signatures when it has one,
             see :meth:`for_write_rows`, and at least the signature pool's ``min_parallel``, see
@@ -331,13 +334,11 @@ class DaemonSettings:
             return self
         return replace(self, batch_floor=min(preferred, self.batch_bounds()[1]))
 
-    def concurrency_for(self, queue: str, *, signed: bool = True) -> int:
+    def concurrency_for(self, queue: str) -> int:
         """``concurrency``, or the default for ``queue`` (``index`` or ``dedup``) when unset
-        (:data:`PLAIN_SYNC_CONCURRENCY` for the index queue when ``signed`` is false)."""
+        (:data:`DEFAULT_CONCURRENCY`)."""
         if self.concurrency:
             return self.concurrency
-        if queue == "index" and not signed:
-            return PLAIN_SYNC_CONCURRENCY
         return DEFAULT_CONCURRENCY.get(queue, 1)
 
     @classmethod

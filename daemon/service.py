@@ -154,7 +154,7 @@ async def build_indexer(settings: Settings, backend: IndexBackend) -> Indexer:
     loop = QueueLoop(settings.require_dsn(), INDEX_QUEUE, handler,
                      settings.daemon.for_write_rows(max(write_rows or 0, pool_rows) or None),
                      next_queue=DEDUP_QUEUE if dedup_enabled(settings) else None, name="nearsync.indexer",
-                     concurrency=settings.daemon.concurrency_for(INDEX_QUEUE, signed=builder.signed))
+                     concurrency=settings.daemon.concurrency_for(INDEX_QUEUE))
     return Indexer(loop, backend, table, handler.signer)
 
 

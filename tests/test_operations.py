@@ -385,7 +385,7 @@ def test_config_errors_name_the_setting(tmp_path: Path, capsys: pytest.CaptureFi
 def test_concurrency_defaults_per_queue() -> None:
     from daemon.config import DaemonSettings, load_settings
 
-    assert DaemonSettings().concurrency_for("index") == 1
+    assert DaemonSettings().concurrency_for("index") == 2
     assert DaemonSettings().concurrency_for("dedup") == 2
     assert DaemonSettings.from_mapping({"concurrency": 3}).concurrency_for("index") == 3
     assert load_settings(None, concurrency=4).daemon.concurrency_for("dedup") == 4
