@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import replace
 
 from daemon.backends.base import (
     Candidate,
@@ -67,8 +68,7 @@ def encode_for_pg_candidates(doc: IndexDocument) -> IndexDocument:
         ValueError, TypeError: as :func:`~daemon.backends.pg_encoding.encode` (a non-finite float, a
             value JSON cannot represent).
     """
-    return IndexDocument(table=doc.table, record_id=doc.record_id, version=doc.version, fields=doc.fields,
-                         scope=doc.scope, keys=[], signature={}, encoded=encode(doc))
+    return replace(search_document(doc), encoded=encode(doc))
 
 
 def search_document(doc: IndexDocument) -> IndexDocument:
@@ -76,8 +76,7 @@ def search_document(doc: IndexDocument) -> IndexDocument:
     it has neither, as :func:`encode_for_pg_candidates` leaves it)."""
     if not doc.keys and not doc.signature:
         return doc
-    return IndexDocument(table=doc.table, record_id=doc.record_id, version=doc.version, fields=doc.fields,
-                         scope=doc.scope, encoded=doc.encoded)
+    return replace(doc, keys=[], signature={})
 
 
 def merge_outcomes(search: WriteResult, pg: WriteResult) -> WriteResult:

@@ -38,7 +38,7 @@ import orjson
 
 from daemon.backends.base import SCOPE_KEY, IndexDocument
 from daemon.signatures import candidate_keys
-from daemon.signatures.blocks import key_hash, key_hashes, key_prefix  # noqa: F401 (the backend's key hashing)
+from daemon.signatures.blocks import key_hashes
 
 ARRAY_COLUMNS = ("bottomk", "minhash")
 """Signature lists stored in ``bigint[]`` columns of their own rather than in the signature jsonb."""
