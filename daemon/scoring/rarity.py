@@ -61,10 +61,15 @@ def title_tokens(text: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(s.split())) if s else ()
 
 
+def token_digest(token: str) -> int:
+    """xxh64 of the token's UTF-8 bytes (seed :data:`TOKEN_SEED`), unsigned (0 to 2**64 - 1): the one
+    rule by which a word is hashed; :func:`token_hash` gives it signed."""
+    return xxhash.xxh64_intdigest(token.encode("utf-8", "surrogatepass"), TOKEN_SEED)
+
+
 def token_hash(token: str) -> int:
-    """xxh64 of the token's UTF-8 bytes (seed :data:`TOKEN_SEED`) as a signed 64-bit int (a
-    PostgreSQL ``bigint``, a numpy ``int64``)."""
-    h = xxhash.xxh64_intdigest(token.encode("utf-8", "surrogatepass"), TOKEN_SEED)
+    """:func:`token_digest` as a signed 64-bit int (a PostgreSQL ``bigint``, a numpy ``int64``)."""
+    h = token_digest(token)
     return h - (1 << 64) if h & _SIGN else h
 
 
@@ -82,8 +87,8 @@ class FrequencyCounter:
         """Count one document whose title is ``title`` (any value; None or blank counts as a document
         without words: it still makes every word a little less rare relative to the corpus)."""
         self.documents += 1
-        digest = xxhash.xxh64_intdigest  # token_hash unsigned, made signed once in arrays() (same bits)
-        self._df.update([digest(t.encode("utf-8", "surrogatepass"), TOKEN_SEED) for t in title_tokens(title)])
+        # unsigned digests, made signed once in arrays() (the same bits as token_hash)
+        self._df.update([token_digest(t) for t in title_tokens(title)])
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """``(hashes, dfs)``: the distinct word hashes ascending (``int64``) and each one's document
