@@ -14,7 +14,8 @@ import psycopg
 from psycopg.rows import dict_row
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential
 
-from daemon.backends.base import IndexBackend, TransientIndexError, TwoStoreIndex, preferred_write_rows
+from daemon.backends.base import (IndexBackend, KeyedSearchIndex, TransientIndexError, TwoStoreIndex,
+                                  preferred_write_rows)
 from daemon.backends.factory import create_backend
 from daemon.config import Settings
 from daemon.errors import ConfigError
@@ -202,23 +203,39 @@ the changes since) or a reindex is still filling it."""
 
 
 async def require_candidate_store(backend: IndexBackend, table: str) -> None:
-    """Fail fast when the candidates would be read from a store that lacks most of them: a backend
-    writing two stores (``index.candidate_store = "postgres"``) whose PostgreSQL store holds fewer
-    than :data:`CANDIDATE_STORE_SHARE` of the search index's documents of ``table``. Both empty (a
-    new index) passes. Other backends: nothing to check.
+    """Fail fast when the candidates would be read from a store that lacks most of them (at least
+    :data:`CANDIDATE_STORE_SHARE` of the documents of ``table`` must be there; an empty index passes):
+
+    * a backend writing two stores (``index.candidate_store = "postgres"``,
+      :class:`~daemon.backends.base.TwoStoreIndex`) whose PostgreSQL store holds fewer than that
+      share of the search index's documents (an index built with ``"search"``, or a reindex not
+      finished);
+    * a search backend keeping the keys in its documents (``"search"``,
+      :class:`~daemon.backends.base.KeyedSearchIndex`) whose documents mostly have no keys (an
+      index written with ``"postgres"`` and switched back without a reindex: the dedup worker would
+      find no candidate and flag nothing).
+
+    Other backends (the PostgreSQL one): nothing to check. Call only where signatures are on (the
+    dedup worker, the check API): a plain sync writes no keys.
 
     Raises:
         ConfigError: at ``index.candidate_store``, saying to run ``nearsync reindex``.
         TransientIndexError: a store unreachable.
     """
-    if not isinstance(backend, TwoStoreIndex):
-        return
-    searched, keyed = await backend.store_counts(table)
-    if keyed < CANDIDATE_STORE_SHARE * searched:
-        raise ConfigError("index.candidate_store", f'is "postgres", but PostgreSQL holds the candidate keys of {keyed:,} '
-                          f"documents of {table} against {searched:,} in the search index (an index built with "
-                          '"search", or a reindex not finished): run `nearsync reindex` to the end, or set it back '
-                          'to "search"')
+    if isinstance(backend, TwoStoreIndex):
+        searched, keyed = await backend.store_counts(table)
+        if keyed < CANDIDATE_STORE_SHARE * searched:
+            raise ConfigError("index.candidate_store", f'is "postgres", but PostgreSQL holds the candidate keys of '
+                              f"{keyed:,} documents of {table} against {searched:,} in the search index (an index built "
+                              'with "search", or a reindex not finished): run `nearsync reindex` to the end, or set it '
+                              'back to "search"')
+    elif isinstance(backend, KeyedSearchIndex):
+        searched, keyed = await backend.count(table), await backend.keyed_count(table)
+        if keyed < CANDIDATE_STORE_SHARE * searched:
+            raise ConfigError("index.candidate_store", f'is "search", but only {keyed:,} of the {searched:,} documents of '
+                              f"{table} in the search index hold candidate keys (an index written with \"postgres\", "
+                              'or a reindex not finished): run `nearsync reindex` to the end, or set it back to '
+                              '"postgres"')
 
 
 async def build_worker(settings: Settings, backend: IndexBackend) -> QueueLoop:

@@ -166,3 +166,27 @@ async def test_switching_to_postgres_without_a_reindex_fails_fast_and_a_reindex_
         await build_worker(keyed, be)
         assert len(await be.get(T, [str(i) for i in range(1, 6)])) == 5
 
+
+
+@pytest.mark.parametrize("backend_name", [PG_CANDIDATES], indirect=True)
+async def test_switching_back_to_search_without_a_reindex_fails_fast_and_a_reindex_fixes_it(settings: Settings) -> None:
+    """The way back: an index written with the PostgreSQL store has search documents without keys;
+    read with ``"search"`` before a reindex, the dedup worker would find no candidate at all."""
+    async with await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True) as c:
+        for i in range(5):
+            await c.execute(f"INSERT INTO ads ({', '.join(COLS)}) VALUES ({', '.join(['%s'] * len(COLS))})",
+                            [AD[k] for k in COLS[:2]] + [f"{AD['title']} {i}"] + [AD[k] for k in COLS[3:]])
+    async with running_indexer(settings):  # the default: keys in PostgreSQL only
+        await wait_until(lambda: queues_empty(settings.dsn), timeout=60)
+    back = replace(settings, index=replace(settings.index, options={**settings.index.options,
+                                                                     "candidate_store": "search"}))
+    async with opened_backend(back) as be:
+        await be.refresh()
+        assert (await be.count(T), await be.keyed_count(T)) == (5, 0)
+        with pytest.raises(ConfigError) as e:
+            await build_worker(back, be)
+        assert e.value.key == "index.candidate_store" and "nearsync reindex" in str(e.value)
+        await reindex(back, be, progress=False)
+        await be.refresh()
+        assert (await be.count(T), await be.keyed_count(T)) == (5, 5)
+        await build_worker(back, be)

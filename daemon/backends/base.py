@@ -364,6 +364,19 @@ class TwoStoreIndex(Protocol):
 
 
 @runtime_checkable
+class KeyedSearchIndex(Protocol):
+    """What a search backend that keeps the candidate keys in its own documents
+    (``index.candidate_store = "search"``) adds to :class:`IndexBackend`: how many of its documents
+    carry them. A search index written with the PostgreSQL store (``"postgres"``) holds documents
+    without keys; switched back to ``"search"`` before a reindex, the dedup worker would find no
+    candidate for them and flag nothing, without an error. The dedup worker and the check API refuse
+    to start on such an index (:func:`daemon.service.require_candidate_store`)."""
+
+    async def keyed_count(self, table: str) -> int:
+        """Live documents of ``table`` that hold candidate keys. Raises TransientIndexError."""
+
+
+@runtime_checkable
 class VersionedIndex(Protocol):
     """What a backend with versioned indices behind an alias (Elasticsearch, OpenSearch) adds to
     :class:`IndexBackend`: a zero-downtime rebuild into a new version followed by an atomic alias

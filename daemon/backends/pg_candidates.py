@@ -154,7 +154,11 @@ class PgCandidatesBackend:
             TransientIndexError, PermanentIndexError: from the search server.
         """
         await self.pg.open()
-        await self.search.open()
+        try:
+            await self.search.open()
+        except BaseException:
+            await self.pg.close()  # no pool left open behind a failed start
+            raise
 
     async def close(self) -> None:
         """Close both. Safe to call twice."""
@@ -219,13 +223,14 @@ class PgCandidatesBackend:
 
     async def held_by_both(self, table: str, record_ids: Sequence[str]) -> set[str]:
         """Those of ``record_ids`` live in both stores (``TwoStoreIndex``: what ``verify`` reads)."""
-        in_pg = await self.pg.get_versions(table, record_ids)
-        in_search = await self.search.get_versions(table, record_ids)
+        in_pg, in_search = await asyncio.gather(self.pg.get_versions(table, record_ids),
+                                                self.search.get_versions(table, record_ids))
         return set(in_pg) & set(in_search)
 
     async def store_counts(self, table: str) -> tuple[int, int]:
         """Live documents of ``table`` in ``(the search index, PostgreSQL)`` (``TwoStoreIndex``)."""
-        return await self.search.count(table), await self.pg.count(table)
+        searched, keyed = await asyncio.gather(self.search.count(table), self.pg.count(table))
+        return searched, keyed
 
     async def refresh_statistics(self) -> None:
         """PostgreSQL's index table statistics (``PlannerStatistics``)."""

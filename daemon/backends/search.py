@@ -342,6 +342,11 @@ class SearchBackend:
         res = await self.client.request("POST", f"/{self.alias}/_count", {"query": B.table_query(table)})
         return int(res["count"])
 
+    async def keyed_count(self, table: str) -> int:
+        """Number of live documents of ``table`` that hold candidate keys (``KeyedSearchIndex``)."""
+        res = await self.client.request("POST", f"/{self.alias}/_count", {"query": B.keyed_query(table)})
+        return int(res["count"])
+
     async def iter_versions(self, table: str) -> AsyncIterator[tuple[str, int]]:
         """Every live ``(record_id, version)`` of ``table``: pages of 1000 by ``search_after`` on ``record_id``."""
         after: str | None = None

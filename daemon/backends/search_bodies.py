@@ -208,6 +208,12 @@ def table_query(table: str) -> dict[str, Any]:
     return {"bool": {"filter": [{"term": {"table": table}}]}}
 
 
+def keyed_query(table: str) -> dict[str, Any]:
+    """Query matching the documents of ``table`` that hold candidate keys (a non-empty ``keys``
+    field: an empty array does not count as a value for ``exists``)."""
+    return {"bool": {"filter": [{"term": {"table": table}}, {"exists": {"field": "keys"}}]}}
+
+
 def versions_page(table: str, size: int, after: str | None) -> dict[str, Any]:
     """Search body of one page of ``(record_id, _version)`` of ``table``, ``search_after`` ``after``."""
     body: dict[str, Any] = {"size": size, "version": True, "_source": False, "track_total_hits": False,
