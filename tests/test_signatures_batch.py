@@ -218,11 +218,13 @@ def test_worker_wire_form_is_byte_for_byte_the_pinned_one(params: SignatureParam
     The keys, no longer stored when they are the signature's own (migration 0013), are the JSON of
     what a read rebuilds from the signature (``keys_of``): the same bytes as the keys stored before.
     The normalised text, no longer stored, is put back last into each signature (as
-    ``compute_signature`` gives it) to compare the rest with the bytes of before."""
+    ``compute_signature`` gives it) to compare the rest with the bytes of before; the title's codes,
+    stored last since 2026-11-27, are checked against the scorer's own derivation and left out."""
     import orjson
     import xxhash
 
     from daemon.backends.pg_encoding import encode_document, keys_of
+    from daemon.scoring.metrics import title_models
 
     builder = DocumentBuilder(SourceTable(SourceSettings(), "int"), params, "user", encoder=encode_document)
     plain = replace(builder, encoder=None, signed=False)
@@ -236,6 +238,9 @@ def test_worker_wire_form_is_byte_for_byte_the_pinned_one(params: SignatureParam
             assert e.keys is None  # every one of these documents has its signature's own keys
             sig = orjson.loads(e.signature)
             assert "text" not in sig
+            # added on 2026-11-27 after every other key: the title's codes, as the scorer derives them
+            codes, title = sig.pop("title_codes"), row.get("title")
+            assert frozenset(codes) == (title_models(str(title)) if title else frozenset()) and codes == sorted(codes)
             sig["text"] = compute_signature(plain.build(row, version).fields, params).text
             keys = orjson.dumps(keys_of(sig)).decode()
             for text in (d.record_id, str(d.version), e.scope, e.fields, orjson.dumps(sig).decode(), keys):

@@ -26,6 +26,7 @@ from daemon.signatures import (
     jaccard_from_minhash,
     model_numbers,
     normalise_text,
+    title_codes,
     words,
 )
 
@@ -406,22 +407,14 @@ def _canonical_number(text: str) -> str:
     return text.lstrip("0") or "0"
 
 
-_DIGIT_CODE = re.compile(r"\d{5,12}")
-_CODE_SEPARATORS = re.compile(r"[-./]")
-
-
 @lru_cache(maxsize=65_536)
 def title_models(title: str) -> frozenset[str]:
-    """The codes of a title alone: its model numbers (:func:`daemon.signatures.model_numbers` of the
-    normalised title) and its all-digit catalogue numbers of 5 to 12 digits (``3780001``): the
-    product the listing is about, whereas a body may name compatible products too."""
-    norm = normalise_text(title)
-    codes = set(model_numbers(norm))
-    for w in words(norm):
-        joined = _CODE_SEPARATORS.sub("", w)
-        if _DIGIT_CODE.fullmatch(joined):
-            codes.add(joined)
-    return frozenset(codes)
+    """The codes of a title alone (:func:`daemon.signatures.title_codes` of the normalised title):
+    its model numbers and its all-digit catalogue numbers of 5 to 12 digits (``3780001``): the
+    product the listing is about, whereas a body may name compatible products too. A signed
+    document stores them (the signature's ``title_codes``), which
+    :meth:`daemon.scoring.side.Side.title_codes` reads instead of calling this."""
+    return frozenset(title_codes(normalise_text(title)))
 
 
 @lru_cache(maxsize=65_536)

@@ -122,11 +122,19 @@ class Side:
         return str(t) if t else None
 
     def title_codes(self) -> frozenset[str]:
-        """The title's own codes (:func:`~daemon.scoring.metrics.title_models`); empty without a title."""
+        """The title's own codes (:func:`~daemon.scoring.metrics.title_models`); empty without a title.
+
+        Read from the signature's ``title_codes`` when it holds them (the signer computed them from
+        the same title by the same function: a dedup worker that reads ~50 candidate documents per
+        record no longer derives them for each one it reads again), else derived from the title."""
         v = self.memo.get("title_codes")
         if v is None:
-            t = self.title()
-            v = self.memo["title_codes"] = m.title_models(t) if t else frozenset()
+            stored = self.sig.get("title_codes")
+            if type(stored) is list or type(stored) is tuple:
+                v = self.memo["title_codes"] = frozenset(stored)
+            else:
+                t = self.title()
+                v = self.memo["title_codes"] = m.title_models(t) if t else frozenset()
         return v  # type: ignore[no-any-return]
 
     def title_parts(self) -> tuple[frozenset[str], frozenset[str]] | None:

@@ -52,6 +52,31 @@ def model_numbers(normalised: str) -> list[str]:
     return model_numbers_from_words(normalised.split())
 
 
+_DIGIT_CODE = re.compile(r"\d{5,12}")
+_CODE_SEPARATORS = re.compile(r"[-./]")
+
+
+def title_codes(normalised_title: str, pieces: list[str] | None = None) -> tuple[str, ...]:
+    """The codes of a title alone: its model numbers (:func:`model_numbers`) and its all-digit
+    catalogue numbers of 5 to 12 digits once ``-./`` are removed (``3780001``): the product the
+    listing is about, whereas a body may name compatible products too. Stored in the signature
+    (``title_codes``), so the scorer does not derive them again for every candidate it reads
+    (``daemon.scoring.metrics.title_models``, the same function).
+
+    Args:
+        normalised_title: the title normalised by :func:`daemon.signatures.text.normalise_text`
+            (default options). pieces: ``normalised_title.split()`` when the caller has it.
+    Returns:
+        The distinct codes, sorted.
+    """
+    codes = set(model_numbers_from_words(normalised_title.split() if pieces is None else pieces))
+    for w in words(normalised_title):
+        joined = _CODE_SEPARATORS.sub("", w)
+        if _DIGIT_CODE.fullmatch(joined):
+            codes.add(joined)
+    return tuple(sorted(codes))
+
+
 def model_numbers_from_words(candidates: Iterable[str]) -> list[str]:
     """:func:`model_numbers` from word candidates (``daemon.signatures.text.words``) or from the
     whitespace-separated pieces of a normalised text (``normalised.split()``), skipping the regex pass

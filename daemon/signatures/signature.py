@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import RecordError
 from ._hashing import hash_tokens, to_signed64
 from .bottomk import bottomk_sketch
-from .extract import emails, model_numbers_from_words, phone_numbers
+from .extract import emails, model_numbers_from_words, phone_numbers, title_codes
 from .geo import geo_tokens
 from .lsh import band_keys
 from .minhash import minhash
@@ -43,6 +43,7 @@ MAX_TEXT_CHARS = 2_000
 
 DOCUMENT_KEYS: tuple[str, ...] = (
     "v", "params", "simhash", "minhash", "bottomk", "bands", "blocks", "geo", "super", "models", "phones", "emails", "tokens",
+    "title_codes",
 )
 """The keys of :meth:`Signature.to_document`, in order. ``text`` is not one of them since 2026-11-26:
 no reader (scoring, the candidate lookups, the HTTP API) used the stored normalised text, and it
@@ -51,6 +52,10 @@ TOASTs, a stored object in a search index). Documents stored before carry it; th
 are (:meth:`Signature.from_document` accepts it)."""
 LEGACY_DOCUMENT_KEYS = frozenset({"text"})
 """Keys a stored signature document may still hold from before (accepted by :meth:`Signature.from_document`)."""
+OPTIONAL_DOCUMENT_KEYS = frozenset({"title_codes"})
+"""Keys of :data:`DOCUMENT_KEYS` a stored signature document may lack: ``title_codes`` was added on
+2026-11-27 (no reindex needed: the scorer derives the codes from the title when a document lacks
+them, :meth:`daemon.scoring.side.Side.title_codes`)."""
 _LIST_KEYS_INT = ("minhash", "bottomk")
 _LIST_KEYS_STR = ("bands", "blocks", "geo", "super", "models", "phones", "emails", "tokens")
 _INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -67,6 +72,10 @@ class Signature:
         geo: own geohash cell then neighbours. models, phones, emails: extracted entities.
         tokens: distinct normalised title tokens. text: normalised title + body, ≤ 2,000 chars
             (computed, not stored: :meth:`to_document` leaves it out).
+        title_codes: the title's own codes (:func:`~daemon.signatures.extract.title_codes` of the
+            whole ``str(fields["title"])``, sorted; empty without a title), what the scorer's
+            title-first model-number check compares; ``None`` for a signature read from a document
+            stored before they were (then not written back either).
     """
 
     v: int
@@ -83,6 +92,7 @@ class Signature:
     emails: tuple[str, ...]
     tokens: tuple[str, ...]
     text: str
+    title_codes: tuple[str, ...] | None = None
 
     def keys(self) -> list[str]:
         """All candidate keys: bands, then simhash blocks, then super tokens; deduplicated, order stable
@@ -90,19 +100,23 @@ class Signature:
         return candidate_keys(self.bands, self.blocks, self.super)
 
     def to_document(self) -> dict[str, Any]:
-        """JSON-serialisable dict with exactly the keys of :data:`DOCUMENT_KEYS`; ints fit signed int64.
-        :attr:`text` is not stored (see :data:`DOCUMENT_KEYS`).
+        """JSON-serialisable dict with the keys of :data:`DOCUMENT_KEYS` (``title_codes`` only when
+        not None); ints fit signed int64. :attr:`text` is not stored (see :data:`DOCUMENT_KEYS`).
 
         Returns:
             ``{"v": int, "params": str, "simhash": int, "minhash": list[int], "bottomk": list[int],
             "bands": list[str], "blocks": list[str], "geo": list[str], "super": list[str],
-            "models": list[str], "phones": list[str], "emails": list[str], "tokens": list[str]}``
+            "models": list[str], "phones": list[str], "emails": list[str], "tokens": list[str],
+            "title_codes": list[str]}``
         """
         # One literal in DOCUMENT_KEYS order (a loop of getattr took ~2x the time per document).
-        return {"v": self.v, "params": self.params, "simhash": self.simhash, "minhash": list(self.minhash),
-                "bottomk": list(self.bottomk), "bands": list(self.bands), "blocks": list(self.blocks),
-                "geo": list(self.geo), "super": list(self.super), "models": list(self.models),
-                "phones": list(self.phones), "emails": list(self.emails), "tokens": list(self.tokens)}
+        doc = {"v": self.v, "params": self.params, "simhash": self.simhash, "minhash": list(self.minhash),
+               "bottomk": list(self.bottomk), "bands": list(self.bands), "blocks": list(self.blocks),
+               "geo": list(self.geo), "super": list(self.super), "models": list(self.models),
+               "phones": list(self.phones), "emails": list(self.emails), "tokens": list(self.tokens)}
+        if self.title_codes is not None:
+            doc["title_codes"] = list(self.title_codes)
+        return doc
 
     @classmethod
     def from_document(cls, d: Mapping[str, Any]) -> "Signature":
@@ -114,7 +128,7 @@ class Signature:
         """
         if not isinstance(d, Mapping):
             raise ValueError(f"signature document must be a mapping, got {type(d).__name__}")
-        missing = [k for k in DOCUMENT_KEYS if k not in d]
+        missing = [k for k in DOCUMENT_KEYS if k not in d and k not in OPTIONAL_DOCUMENT_KEYS]
         extra = [k for k in d if k not in DOCUMENT_KEYS and k not in LEGACY_DOCUMENT_KEYS]
         if missing or extra:
             raise ValueError(f"signature document keys: missing {missing}, unexpected {extra}")
@@ -131,6 +145,11 @@ class Signature:
             if not all(isinstance(x, str) for x in items):
                 raise ValueError(f"signature document: {key!r} must be a list of strings")
             values[key] = tuple(items)
+        if "title_codes" in d:
+            items = _check_list(d["title_codes"], "title_codes")
+            if not all(isinstance(x, str) for x in items):
+                raise ValueError("signature document: 'title_codes' must be a list of strings")
+            values["title_codes"] = tuple(items)
         return cls(**values)
 
 
@@ -347,6 +366,7 @@ def assemble_signature(fields: Mapping[str, Any], text: RecordText, p: Signature
     seed = p.seed
     both_norm = f"{text.title_norm} {text.body_norm}".strip()
     models = model_numbers_from_words(text.title_words + text.body_words)
+    title = fields.get("title")
     geo = geo_tokens(fields.get("lat"), fields.get("lon"), p.geohash_precision)
 
     components: dict[str, list[str]] = {
@@ -377,7 +397,17 @@ def assemble_signature(fields: Mapping[str, Any], text: RecordText, p: Signature
         emails=tuple(emails(both_norm)),
         tokens=tuple(dict.fromkeys(text.title_toks)),
         text=both_norm[:MAX_TEXT_CHARS],
+        title_codes=_title_codes(title, text, p) if title else (),
     )
+
+
+def _title_codes(title: Any, text: RecordText, p: SignatureParams) -> tuple[str, ...]:
+    """:func:`~daemon.signatures.extract.title_codes` of ``str(title)`` as the scorer reads the title
+    (whole, normalised with the default options): the record's own normalised title pieces when
+    they are that (a text within ``max_title_chars``, accents folded), else normalised again."""
+    if type(title) is str and len(title) <= p.max_title_chars and p.text_options("title").fold_accents:
+        return title_codes(text.title_norm, text.title_words)
+    return title_codes(normalise_text(str(title)))
 
 
 _DEFAULT_PARAMS = SignatureParams()
