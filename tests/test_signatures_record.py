@@ -50,7 +50,7 @@ def _assert_document_shape(doc: dict) -> None:
     assert all(INT64[0] <= x <= INT64[1] for x in doc["minhash"] + doc["bottomk"])
     assert doc["bottomk"] == sorted(doc["bottomk"])
     assert "text" not in doc  # computed (Signature.text), not stored
-    for key in ("bands", "blocks", "geo", "super", "models", "phones", "emails", "tokens"):
+    for key in ("bands", "blocks", "geo", "super", "models", "phones", "emails", "tokens", "title_codes"):
         assert all(isinstance(x, str) for x in doc[key])
 
 
@@ -64,6 +64,7 @@ def test_document_format_and_round_trip() -> None:
     assert len(doc["blocks"]) == 4
     assert len(doc["geo"]) == 9 and doc["geo"][0] == pygeohash.encode(48.8566, 2.3522, 6)
     assert doc["models"] == ["kdl40v4100"]
+    assert doc["title_codes"] == ["kdl40v4100"]
     assert doc["phones"] == ["0612345678"]
     assert doc["emails"] == ["jean@example.fr"]
     assert "kdl40v4100" in doc["tokens"]
@@ -79,6 +80,26 @@ def test_document_format_and_round_trip() -> None:
     assert keys == list(dict.fromkeys(doc["bands"] + doc["blocks"] + doc["super"]))
 
 
+@pytest.mark.parametrize("title", [
+    "Weber Genesis S320 LP Grill - 3780001", "Sony KDL-40V4100 40in LCD TV", "Canon 12.345.678 / 2024/11/27",
+    "Café Émile édition 98765 " + "long " * 60 + "AB-12345", 1234567, 12.5, "", None, "1-2-3-4-5 and 1234 5678"])
+def test_title_codes_are_the_scorers_and_a_document_without_them_scores_the_same(title: object) -> None:
+    """The signer stores the title's codes (signature ``title_codes``) as the scorer derives them from
+    the whole title (past ``max_title_chars`` and for a number too), and a document stored before they
+    were (no ``title_codes``) reads back without them and gives the scorer the same codes."""
+    from daemon.scoring.metrics import title_models
+    from daemon.scoring.side import Side
+
+    fields = {"title": title, "body": "Brand new, model 55555 compatible."}
+    doc = compute_signature(fields).to_document()
+    expected = title_models(str(title)) if title else frozenset()
+    assert doc["title_codes"] == sorted(expected)
+    legacy = {k: v for k, v in doc.items() if k != "title_codes"}
+    assert Signature.from_document(legacy).title_codes is None and "title_codes" not in Signature.from_document(
+        legacy).to_document()
+    assert Side(fields, doc).title_codes() == Side(fields, legacy).title_codes() == expected
+
+
 def test_from_document_rejects_malformed() -> None:
     doc = compute_signature(AD).to_document()
     with pytest.raises(ValueError):
@@ -91,6 +112,8 @@ def test_from_document_rejects_malformed() -> None:
         Signature.from_document({**doc, "bands": "b0:00"})
     with pytest.raises(ValueError):
         Signature.from_document({**doc, "text": 3})
+    with pytest.raises(ValueError):
+        Signature.from_document({**doc, "title_codes": [3]})
 
 
 def test_super_tokens_need_both_fields() -> None:

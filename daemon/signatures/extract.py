@@ -54,6 +54,9 @@ def model_numbers(normalised: str) -> list[str]:
 
 _DIGIT_CODE = re.compile(r"\d{5,12}")
 _CODE_SEPARATORS = re.compile(r"[-./]")
+_CODE_RUN = re.compile(r"\d[\d./-]{4,}")
+"""What a catalogue number's word holds: a digit, then 4 or more digits or ``-./`` (its word is
+digits joined by ``-./``, starting with a digit: :func:`title_codes`)."""
 
 
 def title_codes(normalised_title: str, pieces: list[str] | None = None) -> tuple[str, ...]:
@@ -70,10 +73,14 @@ def title_codes(normalised_title: str, pieces: list[str] | None = None) -> tuple
         The distinct codes, sorted.
     """
     codes = set(model_numbers_from_words(normalised_title.split() if pieces is None else pieces))
-    for w in words(normalised_title):
-        joined = _CODE_SEPARATORS.sub("", w)
-        if _DIGIT_CODE.fullmatch(joined):
-            codes.add(joined)
+    if _CODE_RUN.search(normalised_title):  # else no word can be a catalogue number
+        for w in words(normalised_title):
+            # A word starts with a letter or digit (words()), so a catalogue number's word starts
+            # with a digit and has 5 characters or more: the others are skipped without the regexes.
+            if len(w) >= 5 and w[0].isdecimal():
+                joined = _CODE_SEPARATORS.sub("", w)
+                if _DIGIT_CODE.fullmatch(joined):
+                    codes.add(joined)
     return tuple(sorted(codes))
 
 
