@@ -333,12 +333,16 @@ async def test_key_array_migration_keeps_candidate_keys_both_ways(fresh_db: str)
         assert rows == [(d.record_id, sorted(key_hashes("public.ads", d.scope, d.keys))) for d in docs[:4]]
         assert c.execute("SELECT count(*) FROM information_schema.columns WHERE table_schema = 'nearsync' "
                          "AND table_name = 'documents' AND column_name = 'key_hashes'").fetchone() == (0,)
-    upgrade(s)
+    upgrade(s, "0019")
     with psycopg.connect(fresh_db, autocommit=True) as c:
         assert c.execute("SELECT to_regclass('nearsync.document_keys')").fetchone() == (None,)
         rows = c.execute("SELECT record_id, key_hashes FROM nearsync.documents ORDER BY record_id").fetchall()
         assert rows == [(d.record_id, sorted(key_hashes("public.ads", d.scope, d.keys)) if d.keys else None)
                         for d in docs[:5]] + [("6", None)]  # 5: plain sync, 6: a tombstone
+    upgrade(s)  # 0020 moves them into the lookup table
+    with psycopg.connect(fresh_db, autocommit=True) as c:
+        rows = c.execute("SELECT record_id, key_hashes FROM nearsync.document_lookup ORDER BY record_id").fetchall()
+        assert rows == [(d.record_id, sorted(key_hashes("public.ads", d.scope, d.keys))) for d in docs[:4]]
     assert await found() == before
     be = PostgresBackend(s.require_dsn())
     await be.open()
@@ -495,12 +499,16 @@ def test_the_scope_index_comes_and_goes_with_its_migration(fresh_db: str) -> Non
                             "AND indexname = 'documents_scope'").fetchone()
             return row[0] if row else None
 
-    upgrade(s)
+    upgrade(s, "0019")
     assert indexdef() == ("CREATE INDEX documents_scope ON nearsync.documents USING btree (table_name, scope) "
                           "WHERE (NOT deleted)")
     downgrade(s, "0016")
     assert indexdef() is None
-    upgrade(s)
+    upgrade(s, "0019")
+    assert indexdef() is not None
+    upgrade(s)  # 0020: the scope count reads the lookup table's own scope index
+    assert indexdef() is None
+    downgrade(s, "0019")
     assert indexdef() is not None
 
 

@@ -198,7 +198,7 @@ async def test_bulk_writes_bring_the_planners_view_up_to_date(be: PostgresBacken
         n = ANALYZE_FIRST_AT + 50
         await be.write([doc(str(i), 1, [f"b1:{i % 7}", f"b2:{i}"]) for i in range(n)], [])
         assert (await (await conn.execute(reltuples)).fetchone())[0] == n  # type: ignore[index]
-        merged = "SELECT gin_clean_pending_list('nearsync.documents_key_hashes'::regclass)"
+        merged = "SELECT gin_clean_pending_list('nearsync.document_lookup_key_hashes'::regclass)"
         assert (await (await conn.execute(merged)).fetchone())[0] == 0  # type: ignore[index]
         await be.write([doc("x", 1, ["b1:x"])], [])  # below the next step: no refresh, the entry stays pending
         assert (await (await conn.execute(merged)).fetchone())[0] == 1  # type: ignore[index]
@@ -213,8 +213,8 @@ def _plan_nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 async def test_a_large_scopes_count_stops_early_through_the_scope_index(be: PostgresBackend, fresh_db: str) -> None:
-    """Migration 0017: ``scope_members`` counts a scope's documents through the ``documents_scope``
-    btree index, which stops after ``limit + 1`` of them, instead of reading the scope's whole GIN
+    """Migration 0017 (0020: on the lookup table): ``scope_members`` counts a scope's documents through
+    the ``document_lookup_scope`` btree index, which stops after ``limit + 1`` of them, instead of reading the scope's whole GIN
     posting list (a global scope: every document of the table). The large scope is reported as such
     and the small one's members are found as before."""
     import psycopg
@@ -237,10 +237,10 @@ async def test_a_large_scopes_count_stops_early_through_the_scope_index(be: Post
                                  scope_members_params(T, queries, limit=199))
         plan = (await cur.fetchone())[0][0]["Plan"]  # type: ignore[index]
     nodes = _plan_nodes(plan)
-    assert any(n.get("Index Name") == "documents_scope" and n["Node Type"] == "Index Scan" for n in nodes), \
+    assert any(n.get("Index Name") == "document_lookup_scope" and n["Node Type"] == "Index Scan" for n in nodes), \
         "the count does not scan the scope index"
     read = [n["Actual Rows"] * n["Actual Loops"] for n in nodes
-            if n.get("Index Name") in ("documents_scope", "documents_key_hashes")]
+            if n.get("Index Name") in ("document_lookup_scope", "document_lookup_key_hashes")]
     assert max(read) <= 2 * 200, f"a scan read {max(read)} index entries: the large scope was read whole"  # limit + 1 per scope
 
 

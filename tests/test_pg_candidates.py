@@ -55,8 +55,8 @@ async def test_the_search_index_holds_fields_only_and_postgresql_the_signed_docu
         assert len(docs) == 2 and all(d.keys and d.signature.get("minhash") for d in docs.values())
         assert {r: d.version for r, d in docs.items()} == await be.search.get_versions(T, list(docs))
     async with await psycopg.AsyncConnection.connect(s.dsn) as c:
-        rows = await (await c.execute("SELECT record_id, cardinality(key_hashes) FROM nearsync.documents "
-                                      "WHERE NOT deleted ORDER BY record_id")).fetchall()
+        rows = await (await c.execute("SELECT record_id, cardinality(key_hashes) FROM nearsync.document_lookup "
+                                      "ORDER BY record_id")).fetchall()
         flagged = await (await c.execute("SELECT flag FROM nearsync.duplicate_flags")).fetchall()
     assert len(rows) == 2 and all(n > 10 for _, n in rows)
     assert flagged == [("duplicate",)]  # candidates found through PostgreSQL's keys

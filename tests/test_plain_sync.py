@@ -42,7 +42,7 @@ async def test_plain_sync_indexes_fields_and_no_signature_or_key(settings: Setti
     assert all(d.keys == [] and not d.signature for d in docs.values())
     if s.index.backend == "postgres":
         async with await psycopg.AsyncConnection.connect(s.dsn) as c:
-            keys = await (await c.execute("SELECT count(*) FROM nearsync.documents, unnest(key_hashes)")).fetchone()
+            keys = await (await c.execute("SELECT count(*) FROM nearsync.document_lookup, unnest(key_hashes)")).fetchone()
             arrays = await (await c.execute("SELECT count(*) FROM nearsync.documents WHERE minhash IS NOT NULL"
                                             " OR bottomk IS NOT NULL")).fetchone()
         assert keys == (0,) and arrays == (0,)
@@ -59,14 +59,14 @@ async def test_turning_signatures_off_drops_the_keys_a_record_had(settings: Sett
     async with running_indexer(settings):
         await wait_until(lambda: _in_sync(settings))
     async with await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True) as c:
-        signed = (await (await c.execute("SELECT count(*) FROM nearsync.documents, unnest(key_hashes)")).fetchone())[0]  # type: ignore[index]
+        signed = (await (await c.execute("SELECT count(*) FROM nearsync.document_lookup, unnest(key_hashes)")).fetchone())[0]  # type: ignore[index]
         assert signed > 0
         await c.execute("UPDATE ads SET price = price + 1 WHERE id = %s", (int(rid),))
         s = plain(settings)
         async with running_indexer(s):
             await wait_until(lambda: _in_sync(s))
             await wait_until(lambda: _zero(pending(s.dsn)))
-        left = await (await c.execute("SELECT count(*) FROM nearsync.documents, unnest(key_hashes)")).fetchone()
+        left = await (await c.execute("SELECT count(*) FROM nearsync.document_lookup, unnest(key_hashes)")).fetchone()
     assert left == (0,)
 
 

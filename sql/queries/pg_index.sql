@@ -5,45 +5,74 @@
 -- name: upsert_documents
 -- The bottom-k sketch and the MinHash are kept apart from the signature jsonb, as bigint[]: result-set
 -- dedup reads 0.5 kB inline per record instead of de-TOASTing the signature, and a write does not
--- parse 128 jsonb numerics per document. They and the hashed candidate keys (key_hashes, under the
--- GIN index of migration 0010) each come as one packed binary array for the whole batch, sliced per
+-- parse 128 jsonb numerics per document. They and the hashed candidate keys (key_hashes, in the
+-- lookup table of migration 0020) each come as one packed binary array for the whole batch, sliced per
 -- row by offset and length (length -1: NULL); scope, fields, signature and keys come as JSON text
 -- (daemon.backends.pg_encoding).
--- The keys change only here and in delete_documents, in the row whose version they belong to and
--- under its lock: a concurrent writer of the same record waits for the lock, then re-checks the
--- version on the committed row (applies only when newer), so no stale key is ever left behind.
-INSERT INTO nearsync.documents AS d (table_name, record_id, version, deleted, scope, fields, signature, keys,
-                                     bottomk, minhash, key_hashes, indexed_at)
-SELECT %(table)s, u.record_id, u.version, false, u.scope, u.fields, u.signature, u.keys,
-       CASE WHEN u.bottomk_len >= 0
-            THEN (%(bottomk)b::bigint[])[u.bottomk_off + 1 : u.bottomk_off + u.bottomk_len] END,
-       CASE WHEN u.minhash_len >= 0
-            THEN (%(minhash)b::bigint[])[u.minhash_off + 1 : u.minhash_off + u.minhash_len] END,
-       CASE WHEN u.hashes_len >= 0
-            THEN (%(key_hashes)b::bigint[])[u.hashes_off + 1 : u.hashes_off + u.hashes_len] END,
-       clock_timestamp()
-FROM unnest(%(record_ids)b::text[], %(versions)b::bigint[], %(scopes)b::jsonb[], %(fields)b::jsonb[],
-            %(signatures)b::jsonb[], %(keys)b::jsonb[], %(bottomk_offs)b::integer[], %(bottomk_lens)b::integer[],
-            %(minhash_offs)b::integer[], %(minhash_lens)b::integer[], %(hashes_offs)b::integer[],
-            %(hashes_lens)b::integer[])
-     AS u(record_id, version, scope, fields, signature, keys, bottomk_off, bottomk_len, minhash_off, minhash_len,
-          hashes_off, hashes_len)
-ON CONFLICT (table_name, record_id) DO UPDATE SET
-    version = excluded.version, deleted = false, scope = excluded.scope, fields = excluded.fields,
-    signature = excluded.signature, keys = excluded.keys, bottomk = excluded.bottomk,
-    minhash = excluded.minhash, key_hashes = excluded.key_hashes, indexed_at = excluded.indexed_at
-WHERE d.version < excluded.version
-RETURNING d.record_id;
+-- One statement writes the documents and their lookup rows (nearsync.document_lookup: version, scope,
+-- source, key hashes): the lookup rows are written from the documents upsert's RETURNING, so only for
+-- the documents whose version this statement applied, and removed for an applied document without
+-- keys (a plain-sync write, or keys the new version no longer has).
+-- Lock rule: the keys change only here and in delete_documents, in the statement that applies their
+-- document's version and under that documents row's lock: a concurrent writer of the same record
+-- waits for the lock, then re-checks the version on the committed row (applies only when newer, and
+-- only then reaches its lookup row), so no stale key is ever left behind.
+WITH u AS (
+    SELECT u.*
+    FROM unnest(%(record_ids)b::text[], %(versions)b::bigint[], %(scopes)b::jsonb[], %(fields)b::jsonb[],
+                %(signatures)b::jsonb[], %(keys)b::jsonb[], %(bottomk_offs)b::integer[], %(bottomk_lens)b::integer[],
+                %(minhash_offs)b::integer[], %(minhash_lens)b::integer[], %(hashes_offs)b::integer[],
+                %(hashes_lens)b::integer[])
+         AS u(record_id, version, scope, fields, signature, keys, bottomk_off, bottomk_len, minhash_off, minhash_len,
+              hashes_off, hashes_len)
+), w AS (
+    INSERT INTO nearsync.documents AS d (table_name, record_id, version, deleted, scope, fields, signature, keys,
+                                         bottomk, minhash, indexed_at)
+    SELECT %(table)s, u.record_id, u.version, false, u.scope, u.fields, u.signature, u.keys,
+           CASE WHEN u.bottomk_len >= 0
+                THEN (%(bottomk)b::bigint[])[u.bottomk_off + 1 : u.bottomk_off + u.bottomk_len] END,
+           CASE WHEN u.minhash_len >= 0
+                THEN (%(minhash)b::bigint[])[u.minhash_off + 1 : u.minhash_off + u.minhash_len] END,
+           clock_timestamp()
+    FROM u
+    ON CONFLICT (table_name, record_id) DO UPDATE SET
+        version = excluded.version, deleted = false, scope = excluded.scope, fields = excluded.fields,
+        signature = excluded.signature, keys = excluded.keys, bottomk = excluded.bottomk,
+        minhash = excluded.minhash, indexed_at = excluded.indexed_at
+    WHERE d.version < excluded.version
+    RETURNING d.record_id
+), keyed AS (
+    INSERT INTO nearsync.document_lookup AS l (table_name, record_id, version, scope, source, key_hashes)
+    SELECT %(table)s, u.record_id, u.version, u.scope, u.fields ->> 'source',
+           (%(key_hashes)b::bigint[])[u.hashes_off + 1 : u.hashes_off + u.hashes_len]
+    FROM w JOIN u ON u.record_id = w.record_id
+    WHERE u.hashes_len >= 0
+    ON CONFLICT (table_name, record_id) DO UPDATE SET
+        version = excluded.version, scope = excluded.scope, source = excluded.source,
+        key_hashes = excluded.key_hashes
+), unkeyed AS (
+    DELETE FROM nearsync.document_lookup l
+    USING w JOIN u ON u.record_id = w.record_id
+    WHERE l.table_name = %(table)s AND l.record_id = w.record_id AND u.hashes_len < 0
+)
+SELECT record_id FROM w;
 
 -- name: delete_documents
-INSERT INTO nearsync.documents AS d (table_name, record_id, version, deleted, indexed_at)
-SELECT %(table)s, u.record_id, u.version, true, clock_timestamp()
-FROM unnest(%(record_ids)b::text[], %(versions)b::bigint[]) AS u(record_id, version)
-ON CONFLICT (table_name, record_id) DO UPDATE SET
-    version = excluded.version, deleted = true, scope = '{}', fields = NULL, signature = NULL,
-    keys = NULL, bottomk = NULL, minhash = NULL, key_hashes = NULL, indexed_at = excluded.indexed_at
-WHERE d.version < excluded.version
-RETURNING d.record_id;
+-- A tombstone, and its record's lookup row removed in the same statement (the lock rule of
+-- upsert_documents: only when this statement applied the tombstone's version).
+WITH w AS (
+    INSERT INTO nearsync.documents AS d (table_name, record_id, version, deleted, indexed_at)
+    SELECT %(table)s, u.record_id, u.version, true, clock_timestamp()
+    FROM unnest(%(record_ids)b::text[], %(versions)b::bigint[]) AS u(record_id, version)
+    ON CONFLICT (table_name, record_id) DO UPDATE SET
+        version = excluded.version, deleted = true, scope = '{}', fields = NULL, signature = NULL,
+        keys = NULL, bottomk = NULL, minhash = NULL, indexed_at = excluded.indexed_at
+    WHERE d.version < excluded.version
+    RETURNING d.record_id
+), unkeyed AS (
+    DELETE FROM nearsync.document_lookup l USING w WHERE l.table_name = %(table)s AND l.record_id = w.record_id
+)
+SELECT record_id FROM w;
 
 -- name: get_documents
 -- plan: generic (calls with arrays of at most 100 elements: daemon.db.pool.PlanModeCursor)
@@ -90,11 +119,14 @@ WHERE table_name = %(table)s AND record_id = ANY(%(record_ids)b::text[]) AND NOT
 -- caller reads the documents its cache does not hold with get_documents (on a near-duplicate-dense
 -- catalogue most candidates of a batch were read by an earlier one, and sending every candidate's
 -- ~3 kB of JSON again cost both sides more than that second round trip).
--- One GIN index scan per (lookup, key) (@> ARRAY[key]); a document's shared keys are counted by
+-- One GIN index scan per (lookup, key) (@> ARRAY[key]) on the narrow lookup table (migration 0020:
+-- ~0.4 kB rows holding only what is filtered here, where the ~2 kB documents rows made each of a
+-- lookup's ~600 hits a page of its own); a document's shared keys are counted by
 -- grouping those hits, since both arrays hold distinct hashes. (Counting them from each found
 -- document's array, unnest(key_hashes) against ANY(keys), compares ~40 x ~40 hashes per hit:
 -- about 4x slower on product listings.) The lookup's own record and its excluded source are
--- filtered on the row the scan has just read, rather than by a second index lookup per hit.
+-- filtered on the lookup row the scan has just read, rather than by a second index lookup per hit.
+-- A lookup row exists exactly for a live document with keys (upsert_documents, delete_documents).
 -- Each lookup is counted and cut to its best %(limit)s on its own (LATERAL: one small in-memory
 -- hash aggregate and a top-N sort of its ~260-360 documents), rather than all lookups' hits in one
 -- aggregate, one sort of every (lookup, document) pair and a window over them: on a
@@ -119,10 +151,10 @@ SELECT l.qid, (row_number() OVER (PARTITION BY l.qid ORDER BY c.matched DESC, c.
 FROM lk l CROSS JOIN LATERAL (
     SELECT d.record_id, d.version, count(*)::integer AS matched
     FROM unnest(l.keys) AS k(key)
-    JOIN nearsync.documents d
-      ON d.key_hashes @> ARRAY[k.key] AND d.table_name = %(table)s AND NOT d.deleted
+    JOIN nearsync.document_lookup d
+      ON d.key_hashes @> ARRAY[k.key] AND d.table_name = %(table)s
          AND d.record_id IS DISTINCT FROM l.x_id
-         AND (l.x_src IS NULL OR d.fields ->> 'source' IS DISTINCT FROM l.x_src)
+         AND (l.x_src IS NULL OR d.source IS DISTINCT FROM l.x_src)
     GROUP BY d.record_id, d.version
     HAVING count(*) >= %(min_match)s
     ORDER BY matched DESC, d.record_id
@@ -132,17 +164,19 @@ FROM lk l CROSS JOIN LATERAL (
 -- name: scope_members
 -- plan: generic (calls with arrays of at most 100 elements: daemon.db.pool.PlanModeCursor)
 -- The members of small scopes (exhaustive comparison): lookup qids[i]'s scope is the set of documents
--- whose scope column is scopes[i] and that hold the hashed scope key keys[i]
--- (daemon.backends.base.SCOPE_KEY hashed with that scope) in their key_hashes (the scope equality
--- only restates what the hash says, barring a 64-bit collision). n counts at most %(limit)s + 1 of
--- them, once per distinct scope of the call, through the btree index documents_scope (migration
--- 0017), which hands out the scope's rows in order and stops at limit + 1: ~0.3 ms whatever the
+-- whose scope is scopes[i] and that hold the hashed scope key keys[i]
+-- (daemon.backends.base.SCOPE_KEY hashed with that scope) in their key_hashes, both read from their
+-- lookup rows (nearsync.document_lookup, migration 0020; the scope equality only restates what the
+-- hash says, barring a 64-bit collision). n counts at most %(limit)s + 1 of them, once per distinct
+-- scope of the call, through the btree index document_lookup_scope (documents_scope of migration
+-- 0017 before 0020), which hands out the scope's rows in order and stops at limit + 1: ~0.3 ms whatever the
 -- scope's size. (The key is tested with = ANY, which the GIN index cannot serve, so the planner does
 -- not AND in a bitmap of the GIN posting list: that reads the whole scope, 6.7 ms for a global scope
 -- of 20,000 listings and growing with it.) Only a scope of n <= %(limit)s has its documents read, less the lookup's own
 -- record (exclude_ids), those of its excluded source (exclude_sources) and, when the lookup has title
 -- tokens (toks of tok_qids), those whose title shares none of them and that hold fewer than
--- %(min_match)s of its hashed candidate keys (lkeys of key_qids).
+-- %(min_match)s of its hashed candidate keys (lkeys of key_qids); the title tokens are in the
+-- document's signature, read only for a member that does not hold enough of the keys.
 -- Two kinds of rows in one result, told apart by qid:
 --   * a membership (qid NOT NULL): qid, n, rn (the member's place in record_id order, from 1),
 --     record_id (one row per member, or one row with a NULL record_id for a lookup with none), then
@@ -161,8 +195,8 @@ WITH q AS (
     FROM unnest(%(key_qids)b::integer[], %(lkeys)b::bigint[]) AS u(qid, key) GROUP BY u.qid
 ), counted AS MATERIALIZED (
     SELECT k.key,
-           (SELECT count(*) FROM (SELECT 1 FROM nearsync.documents c
-                                  WHERE c.table_name = %(table)s AND c.scope = k.scope AND NOT c.deleted
+           (SELECT count(*) FROM (SELECT 1 FROM nearsync.document_lookup c
+                                  WHERE c.table_name = %(table)s AND c.scope = k.scope
                                     AND k.key = ANY(c.key_hashes)
                                   LIMIT %(limit)s + 1) AS x)::integer AS n
     FROM (SELECT DISTINCT key, scope FROM q) AS k
@@ -170,19 +204,20 @@ WITH q AS (
     SELECT q.qid, q.key, q.scope, c.n, t.toks, lk.keys AS lkeys
     FROM q JOIN counted c USING (key) LEFT JOIN t ON t.qid = q.qid LEFT JOIN lk ON lk.qid = q.qid
 ), members AS (
-    SELECT s.qid, d.record_id
+    SELECT s.qid, c.record_id
     FROM sized s
-    JOIN nearsync.documents d ON d.table_name = %(table)s AND d.key_hashes @> ARRAY[s.key] AND d.scope = s.scope
-                                 AND NOT d.deleted
+    JOIN nearsync.document_lookup c ON c.table_name = %(table)s AND c.key_hashes @> ARRAY[s.key] AND c.scope = s.scope
     WHERE s.n <= %(limit)s
-      AND d.record_id IS DISTINCT FROM (%(exclude_ids)s::text[])[s.qid + 1]
-      AND (s.toks IS NULL
-           OR (d.signature -> 'tokens') ?| s.toks
-           OR (s.lkeys && d.key_hashes
-               AND (%(min_match)s = 1
-                    OR (SELECT count(*) FROM unnest(s.lkeys) AS k WHERE k = ANY(d.key_hashes)) >= %(min_match)s)))
+      AND c.record_id IS DISTINCT FROM (%(exclude_ids)s::text[])[s.qid + 1]
       AND ((%(exclude_sources)s::text[])[s.qid + 1] IS NULL
-           OR d.fields ->> 'source' IS DISTINCT FROM (%(exclude_sources)s::text[])[s.qid + 1])
+           OR c.source IS DISTINCT FROM (%(exclude_sources)s::text[])[s.qid + 1])
+      AND (s.toks IS NULL
+           OR (s.lkeys && c.key_hashes
+               AND (%(min_match)s = 1
+                    OR (SELECT count(*) FROM unnest(s.lkeys) AS k WHERE k = ANY(c.key_hashes)) >= %(min_match)s))
+           OR EXISTS (SELECT 1 FROM nearsync.documents d
+                      WHERE d.table_name = %(table)s AND d.record_id = c.record_id AND NOT d.deleted
+                        AND (d.signature -> 'tokens') ?| s.toks))
 ), listed AS MATERIALIZED (
     SELECT s.qid, s.n, m.record_id, row_number() OVER (PARTITION BY s.qid ORDER BY m.record_id)::integer AS rn
     FROM sized s LEFT JOIN members m ON m.qid = s.qid
@@ -222,6 +257,8 @@ SELECT fields->'title' AS title, scope,
 FROM nearsync.documents WHERE table_name = %(table)s AND NOT deleted;
 
 -- name: clear_documents
+-- The documents and their lookup rows (migration 0020) in one statement.
+WITH unkeyed AS (DELETE FROM nearsync.document_lookup WHERE table_name = %(table)s)
 DELETE FROM nearsync.documents WHERE table_name = %(table)s;
 
 -- name: purge_tombstones
@@ -230,12 +267,12 @@ DELETE FROM nearsync.documents
 WHERE deleted AND indexed_at < clock_timestamp() - make_interval(secs => %(older_than_s)s);
 
 -- name: analyze_documents
--- Planner statistics for the index table after a bulk load. Without them the planner takes
+-- Planner statistics for the index table and its lookup table after a bulk load. Without them the planner takes
 -- table_name = '...' to match 0.5% of the rows and may join the candidate lookup's keys against a
 -- materialised copy of the whole table (millions of array checks per call) instead of one GIN
 -- scan per key. Autovacuum does the same within a minute or so; a role that does not own the table
 -- gets a warning and nothing happens.
-ANALYZE nearsync.documents;
+ANALYZE nearsync.documents, nearsync.document_lookup;
 
 -- name: merge_pending_keys
 -- Merge the candidate-key index's pending list (fastupdate) into the index now, as VACUUM would. Every
@@ -243,7 +280,7 @@ ANALYZE nearsync.documents;
 -- gin_pending_list_limit) until the next vacuum: 56 us per key scan against 3 us with it empty, measured
 -- on 2,173 Abt-Buy documents (a candidate lookup makes ~55). Returns the pages merged. Needs the right
 -- to vacuum the table (its owner); otherwise it raises and the caller logs it.
-SELECT gin_clean_pending_list('nearsync.documents_key_hashes'::regclass);
+SELECT gin_clean_pending_list('nearsync.document_lookup_key_hashes'::regclass);
 
 -- name: documents_reltuples
 -- The planner's row count of the index table (pg_class.reltuples, -1 before the first ANALYZE).
