@@ -2,7 +2,7 @@
 
 For each ``[signatures]`` variant it signs the same listings with the real signature code
 (:func:`daemon.signatures.compute_signatures`), builds an in-memory inverted index of their candidate
-keys (what ``nearsync.documents.key_hashes`` holds, without the scope key) and, for sampled
+keys (what ``nearsync.document_lookup.key_hashes`` holds, without the scope key) and, for sampled
 listings, counts:
 
 * **visited**: the sum of the block sizes of the listing's keys, i.e. the index entries a

@@ -191,8 +191,9 @@ def wait_drained(conn: psycopg.Connection, expect_docs: int, timeout: float = 90
 
 
 def reset(conn: psycopg.Connection) -> None:
+    """Empty the source table, the queue and the index (with its lookup table, migration 0020)."""
     conn.execute("TRUNCATE ads")
-    conn.execute("TRUNCATE nearsync.index_tracking, nearsync.change_log, nearsync.documents")
+    conn.execute("TRUNCATE nearsync.index_tracking, nearsync.change_log, nearsync.documents, nearsync.document_lookup")
 
 
 def free_port() -> int:

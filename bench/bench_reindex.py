@@ -92,10 +92,13 @@ def load_ads(conn: psycopg.Connection, n: int) -> str:
 
 def reset_index(conn: psycopg.Connection) -> None:
     """Empty the index, its queue and the reindex checkpoint (each run starts from nothing). The key
-    rows' table ``nearsync.document_keys`` is emptied too where it exists (schemas before 0010)."""
+    rows' table ``nearsync.document_keys`` (schemas before 0010) and the lookup table
+    ``nearsync.document_lookup`` (0020 on) are emptied too where they exist (a baseline revision
+    runs on the schema it expects)."""
     tables = ["nearsync.documents", "nearsync.index_tracking", "nearsync.change_log"]
-    if conn.execute("SELECT to_regclass('nearsync.document_keys')").fetchone() != (None,):
-        tables.append("nearsync.document_keys")
+    for extra in ("nearsync.document_keys", "nearsync.document_lookup"):
+        if conn.execute("SELECT to_regclass(%s)", (extra,)).fetchone() != (None,):
+            tables.append(extra)
     conn.execute(f"TRUNCATE {', '.join(tables)}")
     conn.execute("DELETE FROM nearsync.job_checkpoints")
     conn.execute("CHECKPOINT")

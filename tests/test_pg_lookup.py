@@ -6,33 +6,21 @@ converts existing documents both ways."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import psycopg
-import pytest
 
 from daemon.backends.base import CandidateQuery, DeleteOp, IndexDocument, Outcome
 from daemon.backends.pg_encoding import key_hashes
 from daemon.backends.postgres import PostgresBackend
 from daemon.ops.migrate import downgrade, upgrade
 from tests.conftest import make_settings
+from tests.test_pg_backend_fetch import be  # noqa: F401  (the fixture: a migrated database's backend)
 from tests.test_search_backend import T, doc
 
 OTHER = "public.other_ads"
 
 LookupRow = tuple[str, str, int, dict[str, str], str | None, list[int]]
-
-
-@pytest.fixture
-async def be(fresh_db: str) -> AsyncIterator[PostgresBackend]:
-    upgrade(make_settings(fresh_db))
-    backend = PostgresBackend(fresh_db)
-    await backend.open()
-    try:
-        yield backend
-    finally:
-        await backend.close()
 
 
 def lookup_rows(dsn: str) -> list[LookupRow]:

@@ -7,9 +7,9 @@ twice, by the same :meth:`PgCandidatesBackend.write`:
 * to the **search index** as the user's document only: table, record id, external version, fields
   and scope (no candidate keys, no signature) — the shape of plain sync, which is what the search
   server is for: the users' own queries;
-* to the **PostgreSQL index tables** (``nearsync.documents``, the embedded backend's) as the whole
-  signed document: fields, signature, MinHash and bottom-k arrays and the hashed candidate keys
-  under their GIN index.
+* to the **PostgreSQL index tables** (``nearsync.documents`` and its lookup table
+  ``nearsync.document_lookup``, the embedded backend's) as the whole signed document: fields,
+  signature, MinHash and bottom-k arrays, and the hashed candidate keys under their GIN index.
 
 Candidate retrieval, documents for scoring, sketches and versions (:meth:`get`, :meth:`get_versions`,
 :meth:`get_sketches`, :meth:`candidates`, :meth:`candidates_many`, :meth:`scope_members`) are read

@@ -20,7 +20,7 @@ benchmark section has the figures and ``bench/bench_cdc.py`` the throughput).
   differ (a document built otherwise) are stored as before.
 * The candidate keys become signed 64-bit xxh64 hashes of ``table \\x1f scope \\x1f key``
   (:func:`key_hashes`), native int64 bytes packed like the arrays above, for the document's
-  ``key_hashes bigint[]`` column (migration 0010).
+  ``key_hashes bigint[]`` column (its lookup row, migration 0020).
 """
 
 from __future__ import annotations

@@ -1,11 +1,14 @@
 """The PostgreSQL index backend: the embedded default, needing nothing but the source database.
 
-Documents live in ``nearsync.documents`` (one row per record, tombstones for deletes), each with
-its candidate keys in a ``bigint[]`` column (``key_hashes``, under a GIN index, migration 0010) as
-signed 64-bit xxh64 hashes of ``table \\x1f scope \\x1f key``, so a lookup on the hashes is blocked by
-table and scope at once. A write is one transaction: version-checked upserts (keys included) and
-tombstones. The keys are written only with the version, in the same row and under its lock, so two
-writers of one record cannot leave stale keys (see ``upsert_documents``). Queries are the named
+Documents live in ``nearsync.documents`` (one row per record, tombstones for deletes); the candidate
+keys of each live signed document in a narrow row of ``nearsync.document_lookup`` (migration 0020:
+version, scope, source and a ``bigint[]`` of keys under a GIN index, so a lookup's ~600 hits visit
+~0.4 kB rows rather than ~2 kB documents rows) as signed 64-bit xxh64 hashes of
+``table \\x1f scope \\x1f key``, so a lookup on the hashes is blocked by table and scope at once. A
+write is one transaction: version-checked upserts and tombstones, each one statement that also
+writes or removes the lookup rows. The keys are written only with the version, from the statement
+that applied it and under the documents row's lock, so two writers of one record cannot leave stale
+keys (see ``upsert_documents``). Queries are the named
 ones in ``sql/queries/pg_index.sql``.
 """
 
@@ -78,7 +81,7 @@ class PostgresBackend:
             an entry is never stale (see :mod:`daemon.backends.doc_cache`). ``[index]
             cached_documents`` sets it.
 
-    Lookups after a bulk load: until ``nearsync.documents`` is analysed, PostgreSQL takes it to be
+    Lookups after a bulk load: until ``nearsync.documents`` and ``nearsync.document_lookup`` are analysed, PostgreSQL takes it to be
     tiny and may answer a candidate lookup by testing every key against every document (2.5 s for
     one call of 500 lookups on 500 documents); and the candidate-key index's pending list stays
     nearly full until the next vacuum, which every key scan reads whole (56 µs per key scan against
@@ -166,8 +169,8 @@ class PostgresBackend:
         return WriteResult(outcomes, errors)
 
     async def refresh_statistics(self) -> None:
-        """:class:`~daemon.backends.base.PlannerStatistics`: ``ANALYZE nearsync.documents`` and
-        merge the candidate-key index's pending list (named queries ``analyze_documents``,
+        """:class:`~daemon.backends.base.PlannerStatistics`: ``ANALYZE`` the documents and lookup
+        tables and merge the candidate-key index's pending list (named queries ``analyze_documents``,
         ``merge_pending_keys``; see the class docstring). :meth:`write` calls it by itself next
         after as many more written documents as the table then holds. Failures are
         logged, not raised: the batch is written, and both are optimisations that autovacuum also
@@ -401,7 +404,7 @@ class PostgresBackend:
                             limit: int, min_match: int = 1) -> list[list[Candidate] | None]:
         """Every document of each query's scope when it holds at most ``limit`` (see protocol), in one
         query (named ``scope_members``: a count of at most ``limit + 1`` of the scope's rows per
-        distinct scope through the ``documents_scope`` btree index, which stops there whatever the
+        distinct scope through the lookup table's ``document_lookup_scope`` btree index, which stops there whatever the
         scope's size, then the members of the small ones). Each distinct member document comes once per
         call and is parsed only when the cache does not hold its version; queries of one scope share
         its members' :class:`IndexDocument` objects (do not mutate them).
@@ -495,7 +498,7 @@ class PostgresBackend:
             raise TransientIndexError(str(e)) from e
 
     async def clear(self, table: str) -> None:
-        """Remove every document (keys included) of ``table``, and forget its cached documents
+        """Remove every document of ``table`` and its lookup rows (one statement), and forget its cached documents
         (writes after a clear may bring versions again that the cache holds with other content)."""
         try:
             async with self._pool.connection() as conn:

@@ -7,7 +7,7 @@ of a lookup is the sum of those blocks' sizes.
 
 * **Identity.** A block is identified by the signed 64-bit xxh64 of ``table \\x1f scope \\x1f key``
   (:func:`key_hash`). The PostgreSQL backend stores exactly these hashes per document
-  (``nearsync.documents.key_hashes``, migration 0010), so a block there is one GIN posting list.
+  (``nearsync.document_lookup.key_hashes``, migration 0020), so a block there is one GIN posting list.
 * **Sizes.** :class:`BlockCounter` counts, from every live document's super tokens (below), how
   many documents each of their blocks holds, exactly.
 * **Purging.** Most blocks are small; those that grow with the catalogue are the title word pairs
@@ -73,7 +73,7 @@ def key_hash(prefix: bytes, key: str) -> int:
 
 def key_hashes(table: str, scope: Mapping[str, str], keys: Iterable[str]) -> set[int]:
     """The distinct hashed keys (:func:`key_hash`) of ``keys`` for a document of ``table`` in ``scope``:
-    what ``nearsync.documents.key_hashes`` stores for it and what a candidate lookup asks for.
+    what ``nearsync.document_lookup.key_hashes`` stores for it and what a candidate lookup asks for.
 
     :func:`key_hash` written out in the loop (one call less per key; ~30 keys per signed
     document), filling the set in the order of ``keys``, so it iterates in the same order."""
