@@ -491,6 +491,48 @@ async def test_a_component_over_max_component_gives_the_same_flags_whatever_the_
     assert all(r == results[0] for r in results[1:]), results
 
 
+async def _links(dsn: str) -> set[tuple[str, str]]:
+    """Every stored link as ``(a, b)``."""
+    async with await psycopg.AsyncConnection.connect(dsn) as c:
+        return {(a, b) for a, b in await (await c.execute("SELECT a, b FROM nearsync.dedup_links")).fetchall()}
+
+
+async def test_with_the_candidate_cap_binding_a_pass_over_the_settled_table_gives_the_clean_passs_flags(
+        dsettings: Settings) -> None:
+    """The candidate cap depends on the other records: an edited repost Y of X, deduplicated while
+    X was Y's best candidate, links to X; once exact copies of both arrive (W of X, Z of Y), each
+    record's one candidate (``candidate_cap = 1``) is its copy, and a pass over the final table
+    links only X-W and Y-Z. A link outside a capped lookup stays only while one end is within the
+    other's cap (the partner's lookup under the lock), so ``--requeue`` over the settled table gives
+    the clean pass's links, clusters and flags, whatever the batch size and order."""
+    s = with_dedup(dsettings, candidate_cap=1, exhaustive_below=0)
+    async with running_indexer(s), running_worker(s):
+        x = await add(s.dsn, ORIGINAL, "now() - interval '4 days'")
+        y = await add(s.dsn, EDITED, "now() - interval '3 days'")
+        await settle(s)
+        assert await _links(s.dsn) == {tuple(sorted((x, y), key=int))}  # Y's best candidate was X
+        w = await add(s.dsn, ORIGINAL, "now() - interval '2 days'")
+        z = await add(s.dsn, EDITED, "now() - interval '1 day'")
+        await settle(s)
+    states = []
+    for batch_size, descending in ((1, False), (4, True), (1, True)):
+        async with await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as c:  # --requeue: output kept
+            await c.execute("INSERT INTO nearsync.index_tracking (queue, table_name, record_id, op, seq) "
+                            "SELECT 'dedup', 'public.ads', id::text, 'U', nextval('nearsync.change_seq') "
+                            f"FROM (SELECT id FROM ads ORDER BY id {'DESC' if descending else 'ASC'}) o")
+        async with running_worker(with_daemon(s, concurrency=1, batch_size=batch_size)):
+            await settle(s)
+        states.append((await _links(s.dsn), await flags(s.dsn), await _clusters(s.dsn)))
+    await _redo_in_order(s.dsn, descending=False)  # a clean pass over the final table
+    async with running_worker(s):
+        await settle(s)
+    clean = (await _links(s.dsn), await flags(s.dsn), await _clusters(s.dsn))
+    pair = lambda p, q: tuple(sorted((p, q), key=int))  # noqa: E731
+    assert clean[0] == {pair(x, w), pair(y, z)}, clean
+    assert clean[1] == {w: ("duplicate", x), z: ("duplicate", y)}, clean
+    assert all(st == clean for st in states), (states, clean)
+
+
 async def test_a_shops_item_number_and_a_makers_model_number_are_no_conflict(dsettings: Settings) -> None:
     """metrics.separate_schemes: one listing titled with an all-digit item number (``26110``), another
     with the maker's model number (``COOLPIXS550PL``) of the same camera in the same colour are one

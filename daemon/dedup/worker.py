@@ -26,7 +26,10 @@ Links depend only on the two records — a link is kept only while its pair is s
 pair (:func:`is_candidate_pair`) and scores at least the potential threshold — so the final links,
 clusters and flags do not depend on the order in which records are processed, nor on how many
 workers run. The exceptions depend on other records: the candidate cap, and a scope growing past
-``exhaustive_below`` (docs/architecture.md, "Dedup worker").
+``exhaustive_below``. While the table grows they make a few links differ from a pass over the
+final table; a link outside a capped lookup stays only while one end is within the other's cap
+(:meth:`DedupHandler._revalidate`), so a pass over the settled table gives exactly a clean pass's
+links and flags (docs/architecture.md, "Dedup worker").
 """
 
 from __future__ import annotations
@@ -218,7 +221,7 @@ def is_candidate_pair(doc: IndexDocument, other: IndexDocument, options: DedupOp
         least ``min_match`` candidate keys (the scope key and the super tokens of the snapshot's
         large blocks aside, :func:`query_keys`) or, with ``exhaustive``, a title word (or
         ``doc``'s title has none). The candidate cap is not part of it (it depends on the
-        other records): see docs/architecture.md.
+        other records): :meth:`DedupHandler._revalidate` checks it with the lookups.
     """
     if doc.scope != other.scope:
         return False
@@ -484,11 +487,14 @@ def _bounded_put(memo: dict[Any, Any], key: Any, value: Any, max_size: int) -> N
 class Tally:
     """Work counted during one :meth:`DedupHandler.process` call: pairs scored (candidates, whether
     scored now or known from the memo, and pairs re-scored), of those candidates the ones whose
-    score was known (``reused``, :func:`score_found`), records whose candidate list hit the cap."""
+    score was known (``reused``, :func:`score_found`), records whose candidate list hit the cap,
+    and partners looked up under the lock to decide whether a link outside a capped lookup stays
+    (``partner_lookups``, :meth:`DedupHandler._revalidate`)."""
 
     pairs: int = 0
     capped: int = 0
     reused: int = 0
+    partner_lookups: int = 0
 
 
 @dataclass
@@ -585,10 +591,13 @@ class DedupHandler:
 
     async def score_records(self, items: Sequence[tuple[str, IndexDocument]],
                             seen: dict[str, IndexDocument] | None = None,
-                            exhaustive: set[str] | None = None) -> list[Link]:
+                            exhaustive: set[str] | None = None,
+                            capped: dict[str, frozenset[str]] | None = None) -> list[Link]:
         """Candidates of several records from the index (one lookup), scored; returns the links
         ≥ the potential threshold. ``seen`` (optional) receives the candidate documents read;
-        ``exhaustive`` (optional) the ids of the records whose lookup compared their whole scope."""
+        ``exhaustive`` (optional) the ids of the records whose lookup compared their whole scope;
+        ``capped`` (optional) record id → the ids of the candidates it scored, for the records whose
+        lookup hit the candidate cap (:meth:`_revalidate` reads them)."""
         links: list[Link] = []
         found = await score_candidates_many(self.table, items, self.backend, self.options, self._pair_scores.get,
                                             floor=self.options.scoring.potential_threshold)
@@ -596,6 +605,8 @@ class DedupHandler:
             links += self._links_of(rid, doc, res)
             if exhaustive is not None and res.exhaustive:
                 exhaustive.add(rid)
+            if capped is not None and res.capped and not res.exhaustive:
+                capped[rid] = frozenset(sc.candidate.record_id for sc in res.scored)
             if seen is not None:
                 for sc in res.scored:
                     seen.setdefault(sc.candidate.record_id, sc.candidate.document)
@@ -649,7 +660,8 @@ class DedupHandler:
         items = [(c.record_id, docs[c.record_id]) for c in mine if c.record_id in docs]
         seen = dict(items)  # documents read before the lock; reused under it while their version holds
         exhaustive: set[str] = set()
-        scored = await self.score_records(items, seen, exhaustive)
+        capped: dict[str, frozenset[str]] = {}
+        scored = await self.score_records(items, seen, exhaustive, capped)
         result.counts["scored"] += len(items)
         ids = sorted({c.record_id for c in mine})
         # Pipeline mode: statements whose result is not read go out with the next one that is read
@@ -657,7 +669,7 @@ class DedupHandler:
         # flag writes with COMMIT), so a one-record batch makes about half the round trips.
         async with conn.pipeline(), conn.transaction():
             await conn.execute(query("dedup_lock"), {"table": self.table})
-            new_links, current = await self._revalidate(conn, ids, scored, seen, exhaustive)
+            new_links, current = await self._revalidate(conn, ids, scored, seen, exhaustive, capped)
             new_links = await self._drop_dismissed(conn, new_links, current)
             linked = {x.a for x in new_links} | {x.b for x in new_links}
             cur = await conn.execute(query("delete_links_of"), {"table": self.table, "ids": ids,
@@ -676,6 +688,7 @@ class DedupHandler:
         result.counts["pairs"] = tally.pairs
         result.counts["capped"] = tally.capped  # records whose candidate list hit the cap
         result.counts["reused"] = tally.reused  # candidate pairs whose score the memo held
+        result.counts["partner_lookups"] = tally.partner_lookups  # links outside a capped lookup, checked
         result.done = list(mine)
         return result
 
@@ -705,21 +718,32 @@ class DedupHandler:
 
     async def _revalidate(self, conn: psycopg.AsyncConnection[Any], ids: list[str], scored: list[Link],
                           seen: dict[str, IndexDocument],
-                          exhaustive: set[str] | frozenset[str] = frozenset()) -> tuple[list[Link], dict[str, IndexDocument]]:
+                          exhaustive: set[str] | frozenset[str] = frozenset(),
+                          capped: dict[str, frozenset[str]] | None = None,
+                          ) -> tuple[list[Link], dict[str, IndexDocument]]:
         """Under the lock: the batch's links, checked against the current index documents.
 
         * a freshly scored link whose two documents are unchanged is kept as is;
         * one whose partner changed since it was scored is re-scored; one to a deleted record goes;
         * an existing link of a batch record that the candidate lookup did not return — a link is a
           property of the pair, the other end may have made it — is re-scored too, but only while
-          the pair is still a candidate pair (:func:`is_candidate_pair` from a batch end's side;
-          ``exhaustive``: the batch records whose lookup compared their whole scope). A link made
-          from older documents (a title that shared a word before an edit) then goes, as it would
-          in one pass over the table as it is now.
-        Returns the links at or above the potential threshold, one per pair, and the current
-        documents of their records (record id → document), which :meth:`_recluster` reuses: those in
-        ``seen`` (read before the lock) whose version the index confirms under the lock, and the
-        others read under it.
+          the pair is still a candidate pair (:meth:`_still_candidates`): :func:`is_candidate_pair`
+          from a batch end's side (``exhaustive``: the batch records whose lookup compared their
+          whole scope) and, when that end's lookup hit the candidate cap without scoring the partner
+          (``capped``: record id → the candidates its lookup scored), only while the batch end is
+          among the partner's own first ``candidate_cap`` candidates. That is the partner's lookup,
+          made here (one :func:`lookup_candidates` call for the batch's such partners, usually none):
+          a pass over the settled table scores a pair when either end's lookup ranks the other within
+          its cap, and a link stays on the same rule, so a link made while a key's block was small
+          does not outlive the rule that made it (``nearsync dedup --requeue`` then gives the links
+          of a clean pass; ``bench/bench_history.py`` measures it). A link made from older documents
+          (a title that shared a word before an edit) goes the same way.
+        Returns the links at or above the potential threshold, one per pair, in pair order, and the
+        current documents of their records (record id → document), which :meth:`_recluster` reuses:
+        those in ``seen`` (read before the lock) whose version the index confirms under the lock, and
+        the others read under it.
+        Raises:
+            TransientIndexError: the index is unreachable (a partner's lookup).
         """
         fresh = {(x.a, x.b): x for x in scored}
         cur = await conn.execute(query("links_of"), {"table": self.table, "ids": ids})
@@ -734,6 +758,7 @@ class DedupHandler:
         cfg = self.options.scoring
         batch = set(ids)
         out = []
+        undecided: list[tuple[str, str, IndexDocument, IndexDocument]] = []
         for a, b in sorted(pairs):
             da, db = current.get(a), current.get(b)
             if da is None or db is None:
@@ -742,19 +767,55 @@ class DedupHandler:
             if link is not None and link.versions == (da.version, db.version):
                 out.append(link)
                 continue
-            if not self._still_candidates(a, b, da, db, batch, exhaustive):
+            verdict = self._still_candidates(a, b, da, db, batch, exhaustive, capped or {})
+            if verdict is None:
+                undecided.append((a, b, da, db))
+                continue
+            if not verdict:
                 continue
             link = self._score_link(a, b, da, db)
             if decide(link.score, cfg) is not None:
                 out.append(link)
+        if undecided:
+            within = await self._within_cap(sorted({x for a, b, _, _ in undecided for x in (a, b) if x not in batch}),
+                                            current)
+            for a, b, da, db in undecided:
+                if a in within.get(b, ()) or b in within.get(a, ()):
+                    link = self._score_link(a, b, da, db)
+                    if decide(link.score, cfg) is not None:
+                        out.append(link)
+            out.sort(key=lambda x: (x.a, x.b))
         return out, current
 
     def _still_candidates(self, a: str, b: str, da: IndexDocument, db: IndexDocument, batch: set[str],
-                          exhaustive: set[str] | frozenset[str]) -> bool:
+                          exhaustive: set[str] | frozenset[str], capped: dict[str, frozenset[str]]) -> bool | None:
         """Whether the pair (``a``, ``b``) is a candidate pair from the side of either end in the
-        batch (:func:`is_candidate_pair`)."""
-        return any(is_candidate_pair(d, o, self.options, exhaustive=rid in exhaustive)
-                   for rid, d, o in ((a, da, db), (b, db, da)) if rid in batch)
+        batch (:meth:`_revalidate`): True when :func:`is_candidate_pair` holds from an end whose
+        lookup did not hit the cap or scored the other end; None when it holds only from ends whose
+        capped lookup left the other end out and that other end is outside the batch (its own
+        lookup decides); False otherwise. Pure, no I/O."""
+        open_question = False
+        for x, dx, y, dy in ((a, da, b, db), (b, db, a, da)):
+            if x not in batch or not is_candidate_pair(dx, dy, self.options, exhaustive=x in exhaustive):
+                continue
+            top = capped.get(x)
+            if top is None or y in top:
+                return True
+            open_question = open_question or y not in batch
+        return None if open_question else False
+
+    async def _within_cap(self, partners: list[str], docs: dict[str, IndexDocument]) -> dict[str, frozenset[str]]:
+        """For each record of ``partners`` (ids of records outside the batch, with their current
+        documents in ``docs``): the ids of the candidates its own lookup would score — its first
+        ``candidate_cap`` (:func:`lookup_candidates`, one call for all). Counted in
+        :attr:`Tally.partner_lookups`.
+        Raises:
+            TransientIndexError: the index is unreachable."""
+        items = [(rid, docs[rid]) for rid in partners if rid in docs]
+        _tally().partner_lookups += len(items)
+        found = await lookup_candidates(self.table, items, self.backend, self.options)
+        return {rid: frozenset(c.record_id for c in cands[:cap])
+                for (rid, _), (cands, cap, _) in zip(items, found, strict=True)}
 
     def _score_link(self, a: str, b: str, da: IndexDocument, db: IndexDocument) -> Link:
         """The pair (``a`` before ``b``) scored from its two documents, with their versions."""
