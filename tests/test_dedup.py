@@ -533,6 +533,35 @@ async def test_with_the_candidate_cap_binding_a_pass_over_the_settled_table_give
     assert all(st == clean for st in states), (states, clean)
 
 
+async def test_links_made_while_a_scope_was_small_go_once_it_has_grown_and_is_deduplicated_again(
+        dsettings: Settings) -> None:
+    """A scope under ``exhaustive_below`` compares its records with one another whatever keys they
+    share; once it has grown past it, candidates need ``min_match`` shared keys. A link made by the
+    exhaustive comparison outlives the growth (history), and a pass over the settled table removes
+    it, giving the clean pass's links and flags."""
+    s = with_dedup(dsettings, exhaustive_below=3, min_match=200)  # no pair shares 200 keys: exhaustive or nothing
+    async with running_indexer(s), running_worker(s):
+        x = await add(s.dsn, ORIGINAL, "now() - interval '4 days'")
+        y = await add(s.dsn, EDITED, "now() - interval '3 days'")
+        await settle(s)
+        assert await _links(s.dsn) == {tuple(sorted((x, y), key=int))}  # the scope of two: compared exhaustively
+        assert (await flags(s.dsn))[y][1] == x
+        for i in range(2):  # the scope grows past exhaustive_below
+            await add(s.dsn, OTHER_PRODUCT | {"price": 180.0 + i}, f"now() - interval '{2 - i} days'")
+        await settle(s)
+        assert await _links(s.dsn) == {tuple(sorted((x, y), key=int))}  # made before the growth: still there
+    async with await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as c:  # --requeue: output kept
+        await c.execute("INSERT INTO nearsync.index_tracking (queue, table_name, record_id, op, seq) "
+                        "SELECT 'dedup', 'public.ads', id::text, 'U', nextval('nearsync.change_seq') FROM ads")
+    async with running_worker(s):
+        await settle(s)
+    requeued = (await _links(s.dsn), await flags(s.dsn), await _clusters(s.dsn))
+    await _redo_in_order(s.dsn, descending=True)  # a clean pass over the final table
+    async with running_worker(s):
+        await settle(s)
+    assert requeued == (await _links(s.dsn), await flags(s.dsn), await _clusters(s.dsn)) == (set(), {}, {})
+
+
 async def test_a_shops_item_number_and_a_makers_model_number_are_no_conflict(dsettings: Settings) -> None:
     """metrics.separate_schemes: one listing titled with an all-digit item number (``26110``), another
     with the maker's model number (``COOLPIXS550PL``) of the same camera in the same colour are one
