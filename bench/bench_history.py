@@ -16,8 +16,8 @@ cap binds for most records:
   deduplicated before the next is indexed, as a realtime worker meets a growing catalogue;
 * ``shuffled``: the same with the parts cut from a seeded permutation (listings arriving out of
   creation order, e.g. a backfill);
-* ``arrival + requeue``: ``arrival``, then every listing put on the dedup queue again (``nearsync
-  dedup --requeue``): does a pass over the final table bring it back to ``clean``?
+* ``arrival + requeue``: ``arrival``, then every listing put on the dedup queue again (as
+  ``nearsync dedup --requeue`` does): does a pass over the final table bring it back to ``clean``?
 
 For each it prints the links and flags (with the digests of ``bench_dedup.py``), how many links and
 flags differ from ``clean`` (a flag differs when its record is flagged in one run and not in the

@@ -26,7 +26,7 @@ from daemon import __version__, heap
 from daemon.config import (DEFAULT_CONCURRENCY, Settings, load_settings, parse_duration,
                            redact_dsn)
 from daemon.errors import ConfigError
-from daemon.logs import configure_logging
+from daemon.logs import configure_logging, get_logger
 from daemon.backends.base import TransientIndexError
 from daemon.profiles import PROFILES
 from daemon.db.throwaway import PgServerError
@@ -145,7 +145,9 @@ async def cmd_run(args: argparse.Namespace) -> int:
 async def cmd_dedup(args: argparse.Namespace) -> int:
     """``nearsync dedup``: the dedup worker (claim indexed records, find and score candidates,
     write links, clusters and flags) until SIGTERM/SIGINT. Waits while the database is
-    unreachable. Returns exit code 0 on a clean stop."""
+    unreachable. With ``--requeue`` it first puts every live document of the table on the dedup
+    queue (:mod:`daemon.ops.requeue`: a pass over the whole table) and logs how many. Returns exit
+    code 0 on a clean stop."""
 
     from daemon.http.health import serving
     from daemon.service import build_worker, opened_backend, when_available
@@ -153,11 +155,27 @@ async def cmd_dedup(args: argparse.Namespace) -> int:
     settings = _settings(args)
     async with opened_backend(settings, wait=True) as backend:
         loop = await when_available("database", lambda: build_worker(settings, backend))
+        if args.requeue:
+            await _requeue_table(settings, backend)
         loop.install_signal_handlers()
         async with serving(loop, settings, backend, settings.source.qualified):
             heap.settle(batches=True)
             await loop.run()
     return 0
+
+
+async def _requeue_table(settings: Settings, backend: Any) -> None:
+    """``nearsync dedup --requeue``: every live document of the source table back on the dedup queue
+    (:func:`daemon.ops.requeue.requeue_for_dedup`), logged with the count.
+    Raises:
+        psycopg.Error, TransientIndexError: the database or the index failed."""
+    from daemon.ops.requeue import live_ids, requeue_for_dedup
+
+    table = settings.source.qualified
+    ids = await live_ids(backend, table)
+    async with await psycopg.AsyncConnection.connect(settings.require_dsn(), autocommit=True) as conn:
+        queued = await requeue_for_dedup(conn, table, ids)
+    get_logger("nearsync.dedup").info("requeued the table for the dedup worker", table=table, records=queued)
 
 
 def cmd_grant_role(args: argparse.Namespace) -> int:
@@ -478,6 +496,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    "records. Several workers may run side by side. Waits for PostgreSQL and the "
                                    "index at start, like run.")
     _add_loop_options(w, "records", str(DEFAULT_CONCURRENCY["dedup"]))
+    w.add_argument("--requeue", action="store_true",
+                   help="first put every indexed record of the table on the dedup queue, then run: a pass "
+                        "over the whole table, after a change of [dedup] or [scoring] settings, or to bring "
+                        "the few flags that depended on the order records arrived in (the candidate cap) "
+                        "back to those of a clean pass")
     w.set_defaults(func=cmd_dedup, is_async=True)
 
     g = sub.add_parser("grant-role", parents=[common], help="create/grant the daemon's least-privilege role",

@@ -3,7 +3,11 @@ deletes, cluster splitting, and parallel workers."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -19,6 +23,7 @@ from daemon.service import opened_backend
 from daemon.signatures import SIGNATURE_SCHEMA_VERSION
 from daemon.capture.queue import relay
 from tests.conftest import (
+    REPO,
     flags,
     index_state,
     pending,
@@ -531,6 +536,46 @@ async def test_with_the_candidate_cap_binding_a_pass_over_the_settled_table_give
     assert clean[0] == {pair(x, w), pair(y, z)}, clean
     assert clean[1] == {w: ("duplicate", x), z: ("duplicate", y)}, clean
     assert all(st == clean for st in states), (states, clean)
+
+
+@pytest.mark.parametrize("backend_name", ["postgres"], indirect=True)
+async def test_nearsync_dedup_requeue_runs_a_pass_over_the_settled_table(dsettings: Settings, tmp_path: Path) -> None:
+    """``nearsync dedup --requeue`` (a real subprocess) puts every indexed record on the dedup queue,
+    logs how many, and works through them: the link the candidate cap left from the table's history
+    goes and the clean pass's links remain; SIGTERM then stops it with exit 0."""
+    s = with_dedup(dsettings, candidate_cap=1, exhaustive_below=0)
+    async with running_indexer(s), running_worker(s):
+        x = await add(s.dsn, ORIGINAL, "now() - interval '4 days'")
+        y = await add(s.dsn, EDITED, "now() - interval '3 days'")
+        await settle(s)
+        w = await add(s.dsn, ORIGINAL, "now() - interval '2 days'")
+        z = await add(s.dsn, EDITED, "now() - interval '1 day'")
+        await settle(s)
+    pair = lambda p, q: tuple(sorted((p, q), key=int))  # noqa: E731
+    assert pair(x, y) in await _links(s.dsn)  # made while X was Y's best candidate
+    cfg, log = tmp_path / "nearsync.toml", tmp_path / "worker.log"
+    cfg.write_text(f'[database]\ndsn = "{s.dsn}"\n[index]\nbackend = "postgres"\n'
+                   "[dedup]\nenabled = true\ncandidate_cap = 1\nexhaustive_below = 0\n")
+    with open(log, "ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "daemon", "dedup", "--requeue", "--config", str(cfg),
+                                 "--log-level", "info"], cwd=REPO, stdout=out, stderr=out, start_new_session=True)
+    try:
+        await wait_until(lambda: _requeue_done(s.dsn, log), timeout=60, interval=0.2)
+        assert await _links(s.dsn) == {pair(x, w), pair(y, z)}
+        assert await flags(s.dsn) == {w: ("duplicate", x), z: ("duplicate", y)}
+        proc.terminate()
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    events = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    assert [e["records"] for e in events if e["event"] == "requeued the table for the dedup worker"] == [4], events
+
+
+async def _requeue_done(dsn: str, log: Path) -> bool:
+    """The worker has logged its requeue and the dedup queue is empty again."""
+    return "requeued the table" in log.read_text() and await pending(dsn, "dedup") == 0
 
 
 async def test_links_made_while_a_scope_was_small_go_once_it_has_grown_and_is_deduplicated_again(

@@ -33,11 +33,10 @@ import psycopg
 from tqdm import tqdm
 
 from daemon.backends.base import CorpusReader, CorpusRow, IndexBackend
-from daemon.capture.queue import CHANNELS, DEDUP_QUEUE, enqueue_fresh
 from daemon.config import Settings
-from daemon.db.queries import query
 from daemon.db.rarity import store_snapshot
 from daemon.dedup.settings import dedup_options
+from daemon.ops.requeue import live_ids, requeue_for_dedup
 from daemon.scoring.rarity import FrequencyCounter
 from daemon.signatures.blocks import BlockCounter
 
@@ -84,7 +83,7 @@ async def refresh_rarity(settings: Settings, backend: IndexBackend, *, table: st
         total = await backend.corpus_size(table)
         corpus = backend.iter_corpus(table)
     else:
-        ids = [rid async for rid, _ in backend.iter_versions(table)]
+        ids = await live_ids(backend, table)
         total, corpus = len(ids), _read_documents(backend, table, ids)
     with tqdm(total=total, unit="docs", disable=not progress, desc="rarity") as bar:
         async for rows in corpus:
@@ -94,15 +93,14 @@ async def refresh_rarity(settings: Settings, backend: IndexBackend, *, table: st
                     blocks.add(table, scope, keys)
             bar.update(len(rows))
     if requeue and ids is None:
-        ids = [rid async for rid, _ in backend.iter_versions(table)]
+        ids = await live_ids(backend, table)
     hashes, dfs = counter.arrays()
     large = blocks.larger_than(bound) if blocks is not None else None
     async with await psycopg.AsyncConnection.connect(settings.require_dsn(), autocommit=True) as conn:
         version = await store_snapshot(conn, table, counter.documents, hashes, dfs, max_block=bound,
                                        large_blocks=large)
         if requeue:
-            await enqueue_fresh(conn, DEDUP_QUEUE, table, [(rid, "U") for rid in ids or ()])
-            await conn.execute(query("notify"), {"channel": CHANNELS[DEDUP_QUEUE], "payload": table})
+            await requeue_for_dedup(conn, table, ids or [])
     return {"table": table, "version": version, "documents": counter.documents, "tokens": int(len(hashes)),
             "max_block": bound, "large_blocks": 0 if large is None else int(len(large)),
             "requeued": len(ids or ()) if requeue else 0, "seconds": round(time.perf_counter() - t0, 2)}
