@@ -103,8 +103,8 @@ async def run_order(dsn: str, settings: Any, listings: list[Any], order: list[in
     ``listings``; listing i has record id ``i + 1``) in ``chunks`` consecutive parts, deduplicating
     each part before the next is written; ``requeue``: then put every listing on the dedup queue again
     and drain it. Returns (the final state, the seconds taken, the worker's totals: ``capped`` records
-    whose candidate cap was hit, ``partner_lookups`` links outside a capped lookup checked against
-    the partner's own lookup, ``pairs`` scored)."""
+    whose candidate cap was hit, ``partner_checks`` links outside a capped lookup checked against
+    the partner's stored cap boundary, ``pairs`` scored)."""
     table = await open_source(settings)
     builder = DocumentBuilder.from_settings(settings, table)
     pool = SignaturePool(builder, workers=os.cpu_count() or 2, min_parallel=64)
@@ -147,7 +147,7 @@ def describe(label: str, state: dict[str, Any], clean: dict[str, Any] | None, tr
           f"{len(flags):,} flags ({digest((r, f, o) for r, (f, o) in flags.items())}); "
           f"clusters P {prf.precision:.4f} R {prf.recall:.4f} F1 {prf.f1:.4f}; cap hit for "
           f"{totals.get('capped', 0):,} records; {totals.get('pairs', 0):,} pairs scored; "
-          f"{totals.get('partner_lookups', 0):,} partners looked up under the lock; {took:.0f} s", flush=True)
+          f"{totals.get('partner_checks', 0):,} partners checked under the lock; {took:.0f} s", flush=True)
     if clean is None:
         return
     cl, cf = clean["links"], clean["flags"]

@@ -488,13 +488,26 @@ class Tally:
     """Work counted during one :meth:`DedupHandler.process` call: pairs scored (candidates, whether
     scored now or known from the memo, and pairs re-scored), of those candidates the ones whose
     score was known (``reused``, :func:`score_found`), records whose candidate list hit the cap,
-    and partners looked up under the lock to decide whether a link outside a capped lookup stays
-    (``partner_lookups``, :meth:`DedupHandler._revalidate`)."""
+    and partners whose capped-lookup boundary was read under the lock to decide whether a link
+    outside a capped lookup stays (``partner_checks``, :meth:`DedupHandler._revalidate`)."""
 
     pairs: int = 0
     capped: int = 0
     reused: int = 0
-    partner_lookups: int = 0
+    partner_checks: int = 0
+
+
+class CappedLookup(NamedTuple):
+    """What a batch record's lookup that hit the candidate cap scored (:meth:`DedupHandler.score_records`):
+    the candidates' ids, how many candidate keys the last of them shared (``matched``) and the ids of
+    those sharing exactly that many (``tied``; the backend's tie-break ordered them). A record is
+    within this lookup's cap when it is one of ``scored``; stored as the record's boundary
+    (``nearsync.dedup_cap_bounds``, migration 0021), ``matched`` and ``tied`` tell the same for a
+    record outside the batch: it shares more keys than ``matched``, or as many and is one of ``tied``."""
+
+    scored: frozenset[str]
+    matched: int
+    tied: tuple[str, ...]
 
 
 @dataclass
@@ -592,12 +605,12 @@ class DedupHandler:
     async def score_records(self, items: Sequence[tuple[str, IndexDocument]],
                             seen: dict[str, IndexDocument] | None = None,
                             exhaustive: set[str] | None = None,
-                            capped: dict[str, frozenset[str]] | None = None) -> list[Link]:
+                            capped: dict[str, CappedLookup] | None = None) -> list[Link]:
         """Candidates of several records from the index (one lookup), scored; returns the links
         ≥ the potential threshold. ``seen`` (optional) receives the candidate documents read;
         ``exhaustive`` (optional) the ids of the records whose lookup compared their whole scope;
-        ``capped`` (optional) record id → the ids of the candidates it scored, for the records whose
-        lookup hit the candidate cap (:meth:`_revalidate` reads them)."""
+        ``capped`` (optional) record id → its :class:`CappedLookup`, for the records whose lookup hit
+        the candidate cap (:meth:`_revalidate` reads them, :meth:`process` stores their boundary)."""
         links: list[Link] = []
         found = await score_candidates_many(self.table, items, self.backend, self.options, self._pair_scores.get,
                                             floor=self.options.scoring.potential_threshold)
@@ -605,8 +618,11 @@ class DedupHandler:
             links += self._links_of(rid, doc, res)
             if exhaustive is not None and res.exhaustive:
                 exhaustive.add(rid)
-            if capped is not None and res.capped and not res.exhaustive:
-                capped[rid] = frozenset(sc.candidate.record_id for sc in res.scored)
+            if capped is not None and res.capped and not res.exhaustive and res.scored:
+                last = res.scored[-1].candidate.matched
+                capped[rid] = CappedLookup(frozenset(sc.candidate.record_id for sc in res.scored), last,
+                                           tuple(sc.candidate.record_id for sc in res.scored
+                                                 if sc.candidate.matched == last))
             if seen is not None:
                 for sc in res.scored:
                     seen.setdefault(sc.candidate.record_id, sc.candidate.document)
@@ -660,7 +676,7 @@ class DedupHandler:
         items = [(c.record_id, docs[c.record_id]) for c in mine if c.record_id in docs]
         seen = dict(items)  # documents read before the lock; reused under it while their version holds
         exhaustive: set[str] = set()
-        capped: dict[str, frozenset[str]] = {}
+        capped: dict[str, CappedLookup] = {}
         scored = await self.score_records(items, seen, exhaustive, capped)
         result.counts["scored"] += len(items)
         ids = sorted({c.record_id for c in mine})
@@ -670,6 +686,7 @@ class DedupHandler:
         async with conn.pipeline(), conn.transaction():
             await conn.execute(query("dedup_lock"), {"table": self.table})
             new_links, current = await self._revalidate(conn, ids, scored, seen, exhaustive, capped)
+            await self._set_cap_bounds(conn, ids, capped)
             new_links = await self._drop_dismissed(conn, new_links, current)
             linked = {x.a for x in new_links} | {x.b for x in new_links}
             cur = await conn.execute(query("delete_links_of"), {"table": self.table, "ids": ids,
@@ -688,7 +705,7 @@ class DedupHandler:
         result.counts["pairs"] = tally.pairs
         result.counts["capped"] = tally.capped  # records whose candidate list hit the cap
         result.counts["reused"] = tally.reused  # candidate pairs whose score the memo held
-        result.counts["partner_lookups"] = tally.partner_lookups  # links outside a capped lookup, checked
+        result.counts["partner_checks"] = tally.partner_checks  # links outside a capped lookup, checked
         result.done = list(mine)
         return result
 
@@ -719,7 +736,7 @@ class DedupHandler:
     async def _revalidate(self, conn: psycopg.AsyncConnection[Any], ids: list[str], scored: list[Link],
                           seen: dict[str, IndexDocument],
                           exhaustive: set[str] | frozenset[str] = frozenset(),
-                          capped: dict[str, frozenset[str]] | None = None,
+                          capped: dict[str, CappedLookup] | None = None,
                           ) -> tuple[list[Link], dict[str, IndexDocument]]:
         """Under the lock: the batch's links, checked against the current index documents.
 
@@ -730,20 +747,23 @@ class DedupHandler:
           the pair is still a candidate pair (:meth:`_still_candidates`): :func:`is_candidate_pair`
           from a batch end's side (``exhaustive``: the batch records whose lookup compared their
           whole scope) and, when that end's lookup hit the candidate cap without scoring the partner
-          (``capped``: record id → the candidates its lookup scored), only while the batch end is
-          among the partner's own first ``candidate_cap`` candidates. That is the partner's lookup,
-          made here (one :func:`lookup_candidates` call for the batch's such partners, usually none):
-          a pass over the settled table scores a pair when either end's lookup ranks the other within
-          its cap, and a link stays on the same rule, so a link made while a key's block was small
-          does not outlive the rule that made it (``nearsync dedup --requeue`` then gives the links
-          of a clean pass; ``bench/bench_history.py`` measures it). A link made from older documents
-          (a title that shared a word before an edit) goes the same way.
+          (``capped``: record id → :class:`CappedLookup`), only while the batch end is within the
+          partner's own cap, as the partner's last lookup bounded it (its row of
+          ``nearsync.dedup_cap_bounds``, read here in one statement for the batch's such partners,
+          usually none; no row: its lookup was not capped, and the pair rule alone decides). A pass
+          over the settled table scores a pair when either end's lookup ranks the other within its
+          cap, and a link stays on the same rule, so a link made while a key's block was small does
+          not outlive the rule that made it: ``nearsync dedup --requeue`` gives the links of a clean
+          pass (each partner's boundary is then either from this pass, or stale and about to be
+          replaced when the partner's own turn re-decides the pair; ``bench/bench_history.py``
+          measures it). A link made from older documents (a title that shared a word before an edit)
+          goes the same way.
         Returns the links at or above the potential threshold, one per pair, in pair order, and the
         current documents of their records (record id → document), which :meth:`_recluster` reuses:
         those in ``seen`` (read before the lock) whose version the index confirms under the lock, and
         the others read under it.
         Raises:
-            TransientIndexError: the index is unreachable (a partner's lookup).
+            TransientIndexError: the index is unreachable.
         """
         fresh = {(x.a, x.b): x for x in scored}
         cur = await conn.execute(query("links_of"), {"table": self.table, "ids": ids})
@@ -777,10 +797,11 @@ class DedupHandler:
             if decide(link.score, cfg) is not None:
                 out.append(link)
         if undecided:
-            within = await self._within_cap(sorted({x for a, b, _, _ in undecided for x in (a, b) if x not in batch}),
-                                            current)
-            for a, b, da, db in undecided:
-                if a in within.get(b, ()) or b in within.get(a, ()):
+            bounds = await self._cap_bounds(conn, sorted({x for a, b, _, _ in undecided for x in (a, b)
+                                                          if x not in batch}))
+            for a, b, da, db in undecided:  # one end in the batch, whose lookup left the other out
+                x, dx, y, dy = (a, da, b, db) if b not in batch else (b, db, a, da)
+                if self._within_bound(y, dy, x, dx, bounds):
                     link = self._score_link(a, b, da, db)
                     if decide(link.score, cfg) is not None:
                         out.append(link)
@@ -788,7 +809,7 @@ class DedupHandler:
         return out, current
 
     def _still_candidates(self, a: str, b: str, da: IndexDocument, db: IndexDocument, batch: set[str],
-                          exhaustive: set[str] | frozenset[str], capped: dict[str, frozenset[str]]) -> bool | None:
+                          exhaustive: set[str] | frozenset[str], capped: dict[str, CappedLookup]) -> bool | None:
         """Whether the pair (``a``, ``b``) is a candidate pair from the side of either end in the
         batch (:meth:`_revalidate`): True when :func:`is_candidate_pair` holds from an end whose
         lookup did not hit the cap or scored the other end; None when it holds only from ends whose
@@ -799,23 +820,47 @@ class DedupHandler:
             if x not in batch or not is_candidate_pair(dx, dy, self.options, exhaustive=x in exhaustive):
                 continue
             top = capped.get(x)
-            if top is None or y in top:
+            if top is None or y in top.scored:
                 return True
             open_question = open_question or y not in batch
         return None if open_question else False
 
-    async def _within_cap(self, partners: list[str], docs: dict[str, IndexDocument]) -> dict[str, frozenset[str]]:
-        """For each record of ``partners`` (ids of records outside the batch, with their current
-        documents in ``docs``): the ids of the candidates its own lookup would score — its first
-        ``candidate_cap`` (:func:`lookup_candidates`, one call for all). Counted in
-        :attr:`Tally.partner_lookups`.
-        Raises:
-            TransientIndexError: the index is unreachable."""
-        items = [(rid, docs[rid]) for rid in partners if rid in docs]
-        _tally().partner_lookups += len(items)
-        found = await lookup_candidates(self.table, items, self.backend, self.options)
-        return {rid: frozenset(c.record_id for c in cands[:cap])
-                for (rid, _), (cands, cap, _) in zip(items, found, strict=True)}
+    async def _cap_bounds(self, conn: psycopg.AsyncConnection[Any], partners: list[str]) -> dict[str, tuple[int, frozenset[str]]]:
+        """The stored boundaries of ``partners``' last capped lookups (named query ``cap_bounds_of``):
+        record id → (``matched``, ``tied`` ids); a partner without one is absent. Counted in
+        :attr:`Tally.partner_checks`."""
+        _tally().partner_checks += len(partners)
+        cur = await conn.execute(query("cap_bounds_of"), {"table": self.table, "ids": partners})
+        return {rid: (int(matched), frozenset(tied)) for rid, matched, tied in await cur.fetchall()}
+
+    def _within_bound(self, partner: str, dp: IndexDocument, rid: str, doc: IndexDocument,
+                      bounds: dict[str, tuple[int, frozenset[str]]]) -> bool:
+        """Whether ``rid`` (document ``doc``) is within the cap of ``partner``'s last lookup (pure):
+        ``partner`` has a boundary in ``bounds`` and ``doc`` holds more of ``partner``'s lookup keys
+        than its last scored candidate did, or as many and is one of the tied; a partner without a
+        boundary (its lookup was not capped, or it was never processed) by the pair rule alone
+        (:func:`is_candidate_pair`)."""
+        bound = bounds.get(partner)
+        if bound is None:
+            return is_candidate_pair(dp, doc, self.options, exhaustive=False)
+        matched = len(set(lookup_keys(query_keys(dp, self.options))).intersection(doc.keys))
+        return matched > bound[0] or (matched == bound[0] and rid in bound[1])
+
+    async def _set_cap_bounds(self, conn: psycopg.AsyncConnection[Any], ids: list[str],
+                              capped: dict[str, CappedLookup]) -> None:
+        """Under the lock: store the boundary of each capped lookup of the batch and remove the rows
+        of its other records (``set_cap_bounds``; no result is read)."""
+        rows = [(rid, capped[rid]) for rid in ids if rid in capped]
+        uncapped = [rid for rid in ids if rid not in capped]
+        tied = [t for _, c in rows for t in c.tied]
+        offs, off = [], 0
+        for _, c in rows:
+            offs.append(off)
+            off += len(c.tied)
+        await conn.execute(query("set_cap_bounds"), {
+            "table": self.table, "uncapped": uncapped, "ids": [r for r, _ in rows],
+            "matched": [c.matched for _, c in rows], "offs": offs, "counts": [len(c.tied) for _, c in rows],
+            "tied": tied})
 
     def _score_link(self, a: str, b: str, da: IndexDocument, db: IndexDocument) -> Link:
         """The pair (``a`` before ``b``) scored from its two documents, with their versions."""

@@ -218,3 +218,29 @@ SELECT record_id, cluster_id, original_id FROM nearsync.clusters WHERE table_nam
 -- plan: generic (calls with arrays of at most 100 elements: daemon.db.pool.PlanModeCursor)
 SELECT a, b FROM nearsync.dedup_links
 WHERE table_name = %(table)s AND (a = ANY(%(ids)b::text[]) OR b = ANY(%(ids)b::text[]));
+
+-- name: set_cap_bounds
+-- plan: generic (calls with arrays of at most 100 elements: daemon.db.pool.PlanModeCursor)
+-- Under the dedup lock, for the records of a batch: the boundary of each capped lookup (migration 0021:
+-- the shared-key count of its last scored candidate, and the ids of the scored candidates tied at it,
+-- tied_ids[i] holding tied_counts[i] of the flat tied array in order) replaces the record's row, and
+-- the rows of the batch's other records (lookup not capped, or record gone) are removed.
+WITH gone AS (
+    DELETE FROM nearsync.dedup_cap_bounds b
+    WHERE b.table_name = %(table)s AND b.record_id = ANY(%(uncapped)b::text[])
+), u AS (
+    SELECT u.record_id, u.matched, u.off, u.n
+    FROM unnest(%(ids)b::text[], %(matched)b::integer[], %(offs)b::integer[], %(counts)b::integer[])
+         AS u(record_id, matched, off, n)
+)
+INSERT INTO nearsync.dedup_cap_bounds AS b (table_name, record_id, matched, tied)
+SELECT %(table)s, u.record_id, u.matched, (%(tied)b::text[])[u.off + 1 : u.off + u.n]
+FROM u
+ON CONFLICT (table_name, record_id) DO UPDATE SET matched = excluded.matched, tied = excluded.tied;
+
+-- name: cap_bounds_of
+-- plan: generic (calls with arrays of at most 100 elements: daemon.db.pool.PlanModeCursor)
+-- The capped-lookup boundaries of the given records (set_cap_bounds): record_id, matched, tied; none
+-- for a record whose last lookup was not capped or that was never processed.
+SELECT record_id, matched, tied FROM nearsync.dedup_cap_bounds
+WHERE table_name = %(table)s AND record_id = ANY(%(ids)b::text[]);

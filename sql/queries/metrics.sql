@@ -32,9 +32,11 @@ SELECT count(*)::bigint AS n FROM nearsync.pending_changes;
 SELECT queue, record_id FROM nearsync.dead_letters WHERE table_name = %(table)s;
 
 -- name: dedup_reset
--- Forget every link, part, cluster and flag of a table (before a clean single-worker rerun to compare
--- against; the caller then puts every live document of the index on the dedup queue).
+-- Forget every link, part, cluster, flag and capped-lookup boundary of a table (before a clean
+-- single-worker rerun to compare against; the caller then puts every live document of the index on the
+-- dedup queue).
 WITH l AS (DELETE FROM nearsync.dedup_links WHERE table_name = %(table)s),
      f AS (DELETE FROM nearsync.duplicate_flags WHERE table_name = %(table)s),
-     p AS (DELETE FROM nearsync.dedup_parts WHERE table_name = %(table)s)
+     p AS (DELETE FROM nearsync.dedup_parts WHERE table_name = %(table)s),
+     b AS (DELETE FROM nearsync.dedup_cap_bounds WHERE table_name = %(table)s)
 DELETE FROM nearsync.clusters WHERE table_name = %(table)s;
