@@ -221,7 +221,8 @@ def is_candidate_pair(doc: IndexDocument, other: IndexDocument, options: DedupOp
         least ``min_match`` candidate keys (the scope key and the super tokens of the snapshot's
         large blocks aside, :func:`query_keys`) or, with ``exhaustive``, a title word (or
         ``doc``'s title has none). The candidate cap is not part of it (it depends on the
-        other records): :meth:`DedupHandler._revalidate` checks it with the lookups.
+        other records): :meth:`DedupHandler._revalidate` checks it with the batch's lookups and
+        the partners' stored lookup boundaries (migration 0021).
     """
     if doc.scope != other.scope:
         return False
