@@ -366,10 +366,25 @@ async def test_a_record_that_makes_the_handler_raise_is_isolated_from_its_batch(
     assert 1 <= totals["split"] <= 7  # one split per halving: at most ceil(log2(100)) to reach the record
 
 
+async def _loop_turned_twice(loop: Any) -> None:
+    """Wait until ``loop`` has turned twice more (``last_loop_at`` changed twice): its start-up turn
+    (the window and drain after connecting) is then over, however long the start took."""
+    seen = [loop.last_loop_at]
+
+    async def turned() -> bool:
+        if loop.last_loop_at != seen[-1]:
+            seen.append(loop.last_loop_at)
+        return len(seen) >= 3
+
+    await wait_until(turned, timeout=30, interval=0.02)
+
+
 async def test_batch_mode_flushes_on_its_window(settings: Settings) -> None:
     s = with_daemon(settings, mode="batch", window_s=1.5)
     async with running_indexer(s) as indexer:
-        await asyncio.sleep(2.2)  # let the start-up window (drain after connecting) pass
+        # Let the start-up window (drain after connecting) pass: a fixed 2.2 s sleep was too short on
+        # a slow machine, whose start-up drain then took the first inserts as a batch of their own.
+        await _loop_turned_twice(indexer.loop)
         batches_before = indexer.loop.totals["batches"]
         t0 = time.monotonic()
         for k in range(3):
