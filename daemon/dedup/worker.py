@@ -844,7 +844,7 @@ class DedupHandler:
         bound = bounds.get(partner)
         if bound is None:
             return is_candidate_pair(dp, doc, self.options, exhaustive=False)
-        matched = len(set(lookup_keys(query_keys(dp, self.options))).intersection(doc.keys))
+        matched = shared_keys(query_keys(dp, self.options), doc)
         return matched > bound[0] or (matched == bound[0] and rid in bound[1])
 
     async def _set_cap_bounds(self, conn: psycopg.AsyncConnection[Any], ids: list[str],

@@ -222,8 +222,8 @@ WHERE table_name = %(table)s AND (a = ANY(%(ids)b::text[]) OR b = ANY(%(ids)b::t
 -- name: set_cap_bounds
 -- plan: generic (calls with arrays of at most 100 elements: daemon.db.pool.PlanModeCursor)
 -- Under the dedup lock, for the records of a batch: the boundary of each capped lookup (migration 0021:
--- the shared-key count of its last scored candidate, and the ids of the scored candidates tied at it,
--- tied_ids[i] holding tied_counts[i] of the flat tied array in order) replaces the record's row, and
+-- the shared-key count of its last scored candidate, and the ids of the scored candidates tied at it:
+-- ids[i]'s are counts[i] elements of the flat tied array from offs[i]) replaces the record's row, and
 -- the rows of the batch's other records (lookup not capped, or record gone) are removed.
 WITH gone AS (
     DELETE FROM nearsync.dedup_cap_bounds b
