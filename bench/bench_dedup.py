@@ -35,7 +35,8 @@ sources)::
     python bench/bench_dedup.py --corpus abt-buy --indexed 100000 --records 5000 --profile dedup.pstats
 
 It prints candidates per record, records/s per worker for the backlog, the documents the
-PostgreSQL backend read and decoded per record (its document cache's misses; ``--cached-documents
+PostgreSQL backend read and decoded per record (its document cache's misses; the candidates read only in part
+for the worker's lead-field screen are counted apart; ``--cached-documents
 N`` sets ``[index] cached_documents``), the worker's resident memory after the drain and the
 single-record p50/p99. ``--snapshot B`` builds the corpus snapshot after the load, as ``nearsync
 rarity refresh`` would (title-word rarity, and the candidate-key blocks larger than ``B`` listings,
@@ -188,6 +189,7 @@ async def drain_throughput(worker: Any, label: str, target: int = 2000, profile:
     :func:`print_profile`'s summary."""
     prof = cProfile.Profile(time.process_time) if profile else None
     decoded0 = getattr(worker.handler.backend, "decoded", None)  # PostgresBackend: documents parsed (cache misses)
+    screened0 = getattr(worker.handler.backend, "screened", None)  # and candidates read in part (lead-field screen)
     async with worker.session():
         pg0 = postgres_cpu_s(worker.dsn)
         t0, c0 = time.perf_counter(), time.process_time()
@@ -210,6 +212,10 @@ async def drain_throughput(worker: Any, label: str, target: int = 2000, profile:
         decoded = worker.handler.backend.decoded - decoded0
         print(f"  documents read and decoded (not in the document cache): {decoded:,} = "
               f"{decoded / max(1, done):.1f} per record", flush=True)
+    if screened0 is not None:
+        screened = worker.handler.backend.screened - screened0
+        print(f"  candidate documents read in part for the lead-field screen: {screened:,} = "
+              f"{screened / max(1, done):.1f} per record", flush=True)
     print(f"  worker process resident memory after the drain: {resident_mb():,.0f} MB", flush=True)
     if pg0 is not None and pg1 is not None:
         print(f"  PostgreSQL CPU during the drain (its backends): {pg1 - pg0:.1f} s = "

@@ -23,6 +23,7 @@ from daemon.service import opened_backend
 from daemon.signatures import SIGNATURE_SCHEMA_VERSION
 from daemon.capture.queue import relay
 from tests.conftest import (
+    PG_CANDIDATES,
     REPO,
     flags,
     index_state,
@@ -626,6 +627,52 @@ async def test_a_shops_item_number_and_a_makers_model_number_are_no_conflict(dse
     got = await flags(s.dsn)
     assert got[makers][1] == plum
     assert other_number not in got and black_makers not in got and plum not in got
+
+
+def _screened(loop: Any) -> int:
+    """Candidate documents the worker's PostgreSQL candidate store read in part (its lead-field screen)."""
+    backend = loop.handler.backend
+    return int(getattr(getattr(backend, "pg", backend), "screened", 0))
+
+
+@pytest.mark.parametrize("backend_name", ["postgres", PG_CANDIDATES], indirect=True)  # the search store has no screen
+async def test_the_lead_field_screen_changes_no_link_cluster_or_flag(dsettings: Settings,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lookup reads most candidates of product listings only in part (their model numbers and
+    title codes) and drops those whose model number conflicts, as the scorer's first check would:
+    the links (with their scores and reasons), clusters, parts and flags are those of a worker that
+    reads every candidate whole."""
+    from bench.corpus_products import build_corpus
+    from tests.data_paths import require
+
+    data = require("abt-buy", "Abt.csv").parents[1]
+    s = with_dedup(dsettings, scope="global", exhaustive_below=0, candidate_cap=20)
+    listings = build_corpus(160, seed=7, data_dir=data, shops=3)
+    base = ORIGINAL | {"body": "", "price": None}
+    ads = [(base | {k: v for k, v in x.fields.items() if k in COLS}, f"now() - interval '{200 - i} minutes'")
+           for i, x in enumerate(listings)]
+    async with running_indexer(s), running_worker(with_daemon(s, batch_size=40)) as w:
+        await insert_many(s.dsn, ads)
+        await settle(s)
+        screened = _screened(w)
+        # no batch failed, not even to succeed in parts (a screen the scorer disagrees with raises)
+        assert (w.totals["failed"], w.totals.get("split", 0), w.totals["acked"]) == (0, 0, len(ads)), w.totals
+    assert screened > len(ads) // 4, screened  # many candidates were read in part
+    with_screen = (await _worker_output(s.dsn), await _scored_links(s.dsn))
+    monkeypatch.setattr(dedup_worker, "candidate_screen", lambda *a, **k: None)
+    await _redo_all(s.dsn)
+    async with running_worker(with_daemon(s, batch_size=40)) as w:
+        await settle(s)
+        assert _screened(w) == 0
+    assert len(with_screen[0][0]) > 10 and len(with_screen[1]) > 10, with_screen  # flags and links to compare
+    assert (await _worker_output(s.dsn), await _scored_links(s.dsn)) == with_screen
+
+
+async def _scored_links(dsn: str) -> list[tuple[Any, ...]]:
+    """Every stored link with its score, reasons and summary, sorted."""
+    async with await psycopg.AsyncConnection.connect(dsn) as c:
+        return [tuple(r) for r in await (await c.execute(
+            "SELECT a, b, score, reasons, summary FROM nearsync.dedup_links ORDER BY a, b")).fetchall()]
 
 
 def test_a_pair_known_below_the_threshold_takes_its_known_score_and_is_not_scored_again(

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from daemon.backends.base import SCOPE_KEY, CandidateQuery, DeleteOp, IndexDocument
+from daemon.backends.base import SCOPE_KEY, CandidateQuery, CandidateScreen, DeleteOp, IndexDocument
 from daemon.backends.doc_cache import DocumentCache
 from daemon.backends.postgres import PostgresBackend
 from daemon.db import jsoncodec
@@ -145,6 +145,55 @@ async def test_batched_lookups_equal_one_lookup_each(be: PostgresBackend) -> Non
     assert next(c.document for c in members[i] if c.record_id == rid) is \
         next(c.document for c in members[j] if c.record_id == rid)  # one object per member per call
     assert await be.scope_members(T, queries[:2], limit=3) == [None, None]  # 20 documents per scope
+
+
+async def test_a_screen_reads_only_the_candidates_it_keeps_whole(be: PostgresBackend,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a CandidateScreen the same candidates come in the same order; a candidate whose
+    document the cache does not hold is read in part (the screen's keys only) and read whole only
+    when some lookup's keep asks for it; the partial ones are flagged, counted and kept in a part
+    cache of their own (never in the document cache), and a cached document is used as it is,
+    without asking the screen."""
+    models = {"1": ["fs105"], "2": ["fs108"], "3": ["gs105"], "4": []}
+    docs = [doc(rid, 3, ["b1:a", "b2:b"] if rid != "4" else ["b1:a"], title=f"Switch {m[0] if m else ''}")
+            for rid, m in models.items()]
+    for d in docs:
+        d.signature.update(models=models[d.record_id], title_codes=models[d.record_id])
+    await be.write(docs, [])
+    queries = [CandidateQuery(["b1:a", "b2:b"], {}, exclude_id="1"), CandidateQuery(["b1:a"], {}, exclude_id="4")]
+    plain = await be.candidates_many(T, queries)
+    be._cache = DocumentCache(100)  # forget what the plain lookup cached
+    asked: list[tuple[int, str, dict[str, Any], dict[str, Any]]] = []
+
+    def keep(i: int, part: IndexDocument) -> bool:
+        assert part.partial and not part.keys and not part.scope
+        asked.append((i, part.record_id, part.fields, part.signature))
+        return part.signature.get("models") == ["fs108"] or (i == 1 and part.record_id == "3")
+
+    parses = _parses(monkeypatch)
+    screened0 = be.screened
+    screen = CandidateScreen(("title", "models"), ("models", "title_codes"), keep)
+    got = await be.candidates_many(T, queries, screen=screen)
+    assert [[(c.record_id, c.matched, c.document.version) for c in x] for x in got] == \
+        [[(c.record_id, c.matched, c.document.version) for c in x] for x in plain]
+    whole = {c.record_id for x in got for c in x if not c.document.partial}
+    assert whole == {"2", "3"}  # "2" kept by its model number, "3" by the second lookup alone
+    assert {c.record_id: c.document for x in got for c in x if c.document.partial} == {
+        "1": IndexDocument(T, "1", 3, {"title": "Switch fs105"}, signature={"models": ["fs105"], "title_codes": ["fs105"]},
+                           partial=True),
+        "4": IndexDocument(T, "4", 3, {"title": "Switch "}, signature={"models": [], "title_codes": []}, partial=True)}
+    # a candidate some lookup needs is not asked about again
+    assert [(i, rid) for i, rid, _, _ in asked] == [(0, "2"), (0, "3"), (0, "4"), (1, "1"), (1, "3")]
+    assert be.screened - screened0 == 4  # four candidates not cached, each read in part once
+    assert len(parses) == 4 * 2 + 2 * 4  # their two JSON parts; the two kept ones' four columns
+    assert (await be.get(T, ["2"]))["2"] is next(c for c in got[0] if c.record_id == "2").document  # cached
+    asked.clear()
+    again = await be.candidates_many(T, queries[:1], screen=screen)  # "2" and "3" cached now: not asked
+    assert [rid for _, rid, _, _ in asked] == ["4"] and not next(c for c in again[0] if c.record_id == "2").document.partial
+    assert be.screened - screened0 == 4 and len(parses) == 16  # "4"'s part came from the part cache
+    other = CandidateScreen(("title",), ("models",), keep)  # other keys: the part cache starts again
+    await be.candidates_many(T, queries[:1], screen=other)
+    assert be.screened - screened0 == 5 and asked[-1][1:] == ("4", {"title": "Switch "}, {"models": []})
 
 
 async def test_a_scope_without_members_and_no_lookups(be: PostgresBackend) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from daemon.profiles import PROFILES
 from daemon.evaluation.generator import generate_ads
-from daemon.scoring import ScoringConfig, Side, score_pair, score_sides, score_sides_at_least
+from daemon.scoring import ScoringConfig, Side, lead_screen, score_pair, score_sides, score_sides_at_least
 from daemon.scoring.rarity import FrequencyCounter, Rarity
 from daemon.signatures import SignatureParams, compute_signature
 from tests import scoring_reference as ref
@@ -124,6 +124,49 @@ def test_scoring_with_a_floor_drops_only_pairs_below_it(corpus: tuple[list[Any],
     assert dropped > below // 2, (dropped, below)
     for x, y in pairs[:500]:  # no floor to speak of: nothing dropped
         assert score_sides_at_least(sides[x], sides[y], cfg, 0.0) == score_sides(sides[x], sides[y], cfg)
+
+
+def _part(fields: dict[str, Any], sig: dict[str, Any], screen: Any) -> Side:
+    """A Side of only what a lead screen reads (as the PostgreSQL backend's get_document_parts gives it)."""
+    return Side({k: fields[k] for k in screen.fields if k in fields},
+                {k: sig[k] for k in screen.signature if k in sig})
+
+
+@pytest.mark.parametrize("profile", ["classified", "products", "products-rarity"])
+def test_the_lead_screen_drops_what_the_scorer_drops_first(corpus: tuple[list[Any], list[tuple[int, int]]],
+                                                          profile: str) -> None:
+    """lead_screen: on a candidate's few lead-field values (its model numbers and title codes) it
+    drops a pair exactly when score_sides_at_least drops it on the lead field, whichever side is
+    partial; every pair it drops is below the floor; on product listings it drops most of them."""
+    recs, pairs = corpus
+    cfg = _configs()[profile]
+    floor = cfg.potential_threshold
+    screen = lead_screen(cfg, floor)
+    assert screen is not None and screen.fields == ("models", "title") and screen.signature == ("models", "title_codes")
+    full = [Side(f, s) for f, s, _ in recs]
+    part = [_part(f, s, screen) for f, s, _ in recs]
+    dropped = 0
+    for x, y in pairs:
+        drops = screen.drops(full[x], full[y])
+        assert screen.drops(full[x], part[y]) == drops == screen.drops(part[x], full[y]), (recs[x][0], recs[y][0])
+        if drops:
+            dropped += 1
+            assert score_sides_at_least(full[x], full[y], cfg, floor) is None
+            assert score_sides(full[x], full[y], cfg).score < floor
+    assert dropped > len(pairs) // 4, (dropped, len(pairs))
+    # a document written before title_codes were stored: the title stands in for them
+    old = [_part(f, {k: v for k, v in s.items() if k != "title_codes"}, screen) for f, s, _ in recs[:300]]
+    assert all(screen.drops(old[x], full[y]) == screen.drops(full[x], full[y])
+               for x in range(0, 300, 7) for y in range(0, 300, 11))
+
+
+def test_no_lead_screen_without_an_identifier_lead_field() -> None:
+    """A configuration whose heaviest two-way field is a text gets no screen (its lead field needs
+    most of the document); one whose model numbers weigh most gets the model-number screen."""
+    text_lead = ScoringConfig.from_mapping({"fields": {"title": {"metric": "token_set", "weight": 5.0}}})
+    assert lead_screen(text_lead, 70.0) is None
+    every = _configs()["every-metric"]  # the default fields, models at 4.0, with a few more
+    assert lead_screen(every, 70.0).signature == ("models", "title_codes")  # type: ignore[union-attr]
 
 
 def test_every_metric_config_compares_every_metric() -> None:

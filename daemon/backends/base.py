@@ -91,6 +91,10 @@ class IndexDocument:
     """The scorer's prepared view of this document (:class:`daemon.scoring.side.Side`), made on
     first use by :func:`daemon.dedup.worker.side_of` and kept with the document, so a document
     scored against many records is prepared once. Never serialised."""
+    partial: bool = False
+    """True for a candidate document of which a lookup read only what a :class:`CandidateScreen`
+    names (``fields`` and ``signature`` hold those keys alone; ``scope`` and ``keys`` are empty):
+    enough for the screen's check, not for scoring the pair or for any other use. Never cached."""
 
     def content_fingerprint(self) -> int:
         """A signed 64-bit xxh64 of ``fields`` as canonical JSON (sorted keys): equal while the
@@ -104,7 +108,7 @@ class IndexDocument:
         included): a slotted dataclass otherwise pickles through a Python ``__getstate__`` /
         ``__setstate__`` pair, ~3x the CPU per document on the trip back from a signature worker."""
         return (type(self), (self.table, self.record_id, self.version, self.fields, self.scope, self.keys,
-                             self.signature, self.encoded, self.side))
+                             self.signature, self.encoded, self.side, self.partial))
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +173,26 @@ class CandidateQuery:
     exclude_id: str | None = None
     exclude_source: str | None = None
     tokens: Sequence[str] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateScreen:
+    """A check a candidate lookup applies to each candidate before reading its whole document
+    (:meth:`IndexBackend.candidates_many`'s ``screen``): the dedup worker's lead-field check
+    (:func:`daemon.scoring.lead_screen`), which drops most candidates of a near-duplicate-dense
+    catalogue on a few short values (their model numbers) alone.
+
+    Attributes:
+        fields: the document fields ``keep`` reads. signature: the signature keys it reads.
+        keep: ``keep(query_index, document)`` -> whether query ``query_index``'s caller needs the
+            whole document of that candidate; ``document`` is :attr:`IndexDocument.partial`, with
+            only the ``fields`` and ``signature`` keys above (those the document has). Pure; called
+            once per (query, candidate) whose document the backend does not already hold.
+    """
+
+    fields: tuple[str, ...]
+    signature: tuple[str, ...]
+    keep: Callable[[int, IndexDocument], bool]
 
 
 class TransientIndexError(Exception):
@@ -264,9 +288,16 @@ class IndexBackend(Protocol):
 
     async def candidates_many(
         self, table: str, queries: Sequence[CandidateQuery], *, min_match: int = 1, limit: int = 100,
+        screen: CandidateScreen | None = None,
     ) -> list[list[Candidate]]:
         """:meth:`candidates` for several records in a number of round trips that does not grow
         with the number of queries (the dedup worker's batch).
+
+        ``screen`` (optional, a hint): a candidate of query ``i`` whose document the backend would
+        have to read may come with a :attr:`IndexDocument.partial` document instead, holding only
+        the screen's keys, when ``screen.keep(i, that partial document)`` is False for every query
+        it is a candidate of. The candidates and their order are the same either way; a backend
+        may ignore the screen and return whole documents.
 
         Returns one list per query, in order, each as :meth:`candidates` would return it.
         """

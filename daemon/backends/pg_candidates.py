@@ -45,6 +45,7 @@ from dataclasses import replace
 from daemon.backends.base import (
     Candidate,
     CandidateQuery,
+    CandidateScreen,
     CorpusRow,
     DeleteOp,
     IndexDocument,
@@ -204,9 +205,9 @@ class PgCandidatesBackend:
                                         exclude_source=exclude_source)
 
     async def candidates_many(self, table: str, queries: Sequence[CandidateQuery], *, min_match: int = 1,
-                              limit: int = 100) -> list[list[Candidate]]:
-        """From PostgreSQL (see ``IndexBackend.candidates_many``)."""
-        return await self.pg.candidates_many(table, queries, min_match=min_match, limit=limit)
+                              limit: int = 100, screen: CandidateScreen | None = None) -> list[list[Candidate]]:
+        """From PostgreSQL (see ``IndexBackend.candidates_many``; the screen applies there)."""
+        return await self.pg.candidates_many(table, queries, min_match=min_match, limit=limit, screen=screen)
 
     async def scope_members(self, table: str, queries: Sequence[CandidateQuery], *, limit: int,
                             min_match: int = 1) -> list[list[Candidate] | None]:

@@ -25,6 +25,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from daemon.backends.base import (
     Candidate,
     CandidateQuery,
+    CandidateScreen,
     CorpusRow,
     DeleteOp,
     SCOPE_KEY,
@@ -105,9 +106,13 @@ class PostgresBackend:
         if not isinstance(cached_documents, int) or isinstance(cached_documents, bool) or cached_documents < 0:
             raise ConfigError("index.cached_documents", f"must be a whole number >= 0, got {cached_documents!r}")
         self._cache = DocumentCache(cached_documents)
+        self._part_cache = DocumentCache(cached_documents)  # partial documents of a CandidateScreen
+        self._part_shape: tuple[tuple[str, ...], tuple[str, ...]] | None = None  # the keys they hold
         self.decoded = 0
         """Documents parsed so far (read because the cache did not hold their version; the
         benchmarks report it per record)."""
+        self.screened = 0
+        """Candidate documents read in part for a :class:`CandidateScreen` so far (:meth:`_parts`)."""
         self._written = 0
         self._analyze_at = ANALYZE_FIRST_AT
         idle_check = IdleCheck()  # ping on borrow only after 1 s idle (a round trip per borrow otherwise)
@@ -347,7 +352,7 @@ class PostgresBackend:
         return found
 
     async def candidates_many(self, table: str, queries: Sequence[CandidateQuery], *, min_match: int = 1,
-                              limit: int = 100) -> list[list[Candidate]]:
+                              limit: int = 100, screen: CandidateScreen | None = None) -> list[list[Candidate]]:
         """:meth:`candidates` for several lookups in one query (named ``candidates_many``: one GIN
         index scan per lookup and key, then the best ``limit`` per lookup, each hit with its
         candidate's version), then one more for the documents the cache does not hold at that
@@ -355,7 +360,12 @@ class PostgresBackend:
         distinct candidate document is read and parsed at most once per call: lookups that share a
         candidate share its :class:`IndexDocument` object (do not mutate it).
 
-        The two reads are two statements: a candidate rewritten in between comes with its newer
+        With a ``screen``, the documents the cache does not hold are first read in part
+        (``get_document_parts``: the screen's keys only) and only those some lookup's
+        ``screen.keep`` asks for are read whole: three round trips. The others come as
+        :attr:`IndexDocument.partial` documents, which are not cached.
+
+        The reads are separate statements: a candidate rewritten in between comes with its newer
         document (the dedup worker checks every link against the current versions under its lock
         anyway), one deleted in between is left out.
 
@@ -388,6 +398,15 @@ class PostgresBackend:
                         docs[record_id] = cached
                     else:
                         missing.add(record_id)
+                if missing and screen is not None:
+                    parts = await self._document_parts(conn, table, {rid: v for *_, rid, v in hits if rid in missing},
+                                                       screen)
+                    missing = set()
+                    for qid, _rn, _matched, record_id, _version in hits:
+                        part = parts.get(record_id)
+                        if part is not None and record_id not in missing and screen.keep(qid, part):
+                            missing.add(record_id)
+                    docs |= {rid: part for rid, part in parts.items() if rid not in missing}
                 if missing:
                     async with self._cursor(conn) as dcur:
                         await dcur.execute(query("get_documents"), {"table": table, "record_ids": sorted(missing)})
@@ -398,6 +417,44 @@ class PostgresBackend:
             doc = docs.get(record_id)
             if doc is not None:  # None only for a record deleted between the two reads
                 out[qid].append(Candidate(record_id, matched, doc))
+        return out
+
+    async def _document_parts(self, conn: psycopg.AsyncConnection[Any], table: str, versions: dict[str, int],
+                              screen: CandidateScreen) -> dict[str, IndexDocument]:
+        """The :attr:`IndexDocument.partial` documents of the records ``versions`` names (record id
+        -> the version the lookup saw), with only ``screen``'s fields and signature keys: from the
+        part cache when it holds that version, else read (named query ``get_document_parts``,
+        counted in :attr:`screened`) and kept there. Records deleted since are absent.
+
+        The part cache is a :class:`DocumentCache` of its own, as large as the document cache (a
+        partial document is ~1 kB with its scorer's view, against ~7 kB for a whole one), and holds
+        the parts of one screen's keys: a screen with other keys empties it first."""
+        shape = (screen.fields, screen.signature)
+        if shape != self._part_shape:
+            self._part_cache, self._part_shape = DocumentCache(self._cache.max_documents), shape
+        cache = self._part_cache
+        out: dict[str, IndexDocument] = {}
+        unread = []
+        for rid, version in versions.items():
+            part = cache.get((table, rid, version))
+            if part is None:
+                unread.append(rid)
+            else:
+                out[rid] = part
+        if unread:
+            async with self._cursor(conn) as cur:
+                await cur.execute(query("get_document_parts"), {
+                    "table": table, "record_ids": sorted(unread), "field_keys": list(screen.fields),
+                    "signature_keys": list(screen.signature)})
+                rows = await cur.fetchall()
+            loads = jsoncodec.loads
+            self.screened += len(rows)
+            for rid, version, fields, sig in rows:
+                part = out[rid] = IndexDocument(table=table, record_id=rid, version=version,
+                                                fields=(loads(fields) if fields is not None else None) or {},
+                                                signature=(loads(sig) if sig is not None else None) or {},
+                                                partial=True)
+                cache.put((table, rid, version), part)
         return out
 
     async def scope_members(self, table: str, queries: Sequence[CandidateQuery], *,
@@ -505,6 +562,7 @@ class PostgresBackend:
                 await conn.execute(query("clear_documents"), {"table": table})
         finally:
             self._cache.drop_table(table)
+            self._part_cache.drop_table(table)
 
 
 def scope_members_params(table: str, queries: Sequence[CandidateQuery], *, limit: int,

@@ -35,6 +35,7 @@ from daemon.backends import search_bodies as B
 from daemon.backends.base import (
     Candidate,
     CandidateQuery,
+    CandidateScreen,
     DeleteOp,
     SCOPE_KEY,
     IndexDocument,
@@ -288,9 +289,10 @@ class SearchBackend:
         return self._candidates_from(res, q, mm)
 
     async def candidates_many(self, table: str, queries: Sequence[CandidateQuery], *, min_match: int = 1,
-                              limit: int = 100) -> list[list[Candidate]]:
+                              limit: int = 100, screen: CandidateScreen | None = None) -> list[list[Candidate]]:
         """:meth:`candidates` for several records in ``_msearch`` round trips of at most
-        ``msearch_size`` searches each (so one request stays well inside ``timeout_s``).
+        ``msearch_size`` searches each (so one request stays well inside ``timeout_s``). ``screen``
+        is ignored: the search server returns each hit's whole document with it.
 
         Returns one list per query, in order. Raises TransientIndexError if any search was rejected
         with 429/5xx or timed out, SearchHTTPError for another per-search error.

@@ -45,8 +45,8 @@ import psycopg
 
 from daemon.db import jsoncodec
 from daemon.db import rarity as rarity_store
-from daemon.backends.base import (Candidate, CandidateQuery, IndexBackend, IndexDocument, in_small_scope_lookup,
-                                   lookup_keys, shared_keys)
+from daemon.backends.base import (Candidate, CandidateQuery, CandidateScreen, IndexBackend, IndexDocument,
+                                   in_small_scope_lookup, lookup_keys, shared_keys)
 from daemon.dedup.ids import canonical, record_id_key
 from daemon.dedup.clusters import Cluster, UnionFind, average_link_clusters, build_clusters, respect_cannot_links
 from daemon.dedup.parts import Part, cut_into_parts, part_levels
@@ -54,7 +54,7 @@ from daemon.dedup.settings import DedupOptions
 from daemon.logs import get_logger
 from daemon.capture.loop import BatchResult
 from daemon.db.queries import query
-from daemon.scoring import PairScore, Side, decide, evidence_against, pair_scorer, score_sides
+from daemon.scoring import PairScore, Side, decide, evidence_against, lead_screen, pair_scorer, score_sides
 from daemon.capture.queue import Claimed
 from daemon.signatures.blocks import LargeBlocks
 
@@ -262,8 +262,46 @@ def query_keys(doc: IndexDocument, options: DedupOptions) -> list[str]:
     return doc.keys if large is None else large.keep(doc.table, doc.scope, doc.keys)
 
 
+def candidate_screen(items: Sequence[tuple[str | None, IndexDocument]], options: DedupOptions,
+                     floor: float | None) -> CandidateScreen | None:
+    """The :class:`~daemon.backends.base.CandidateScreen` of a lookup for ``items`` whose pairs are
+    scored with ``floor`` (:func:`score_found`): the scorer's lead-field check
+    (:func:`daemon.scoring.lead_screen`), applied by the backend to a candidate's model numbers and
+    title codes before its whole document is read. A candidate it drops for a record is one
+    :func:`score_found` drops too, on the same values in the same order (``a``, ``b`` canonical),
+    so its :class:`ScoredCandidate` is the same (``score`` None) and its document is never needed.
+    None when there is no floor (every pair scored in full: the check API) or the configuration's
+    lead field is not an identifier field. Pure.
+
+    Args:
+        items: ``(record_id or None, document)`` of the lookup's queries, in the order sent.
+    Returns:
+        The screen (``keep(i, part)`` for query ``i`` and a partial candidate document), or None.
+    """
+    if floor is None:
+        return None
+    lead = lead_screen(options.scoring, floor)
+    if lead is None:
+        return None
+    drops = lead.drops
+
+    def keep(i: int, part: IndexDocument) -> bool:
+        record_id, doc = items[i]
+        if record_id is None:
+            return True
+        side = part.side
+        if side is None:  # kept on the partial document: score_found's side_of reuses it
+            side = part.side = Side(part.fields, part.signature)
+        own = side_of(doc)
+        if record_id_key(record_id) <= record_id_key(part.record_id):
+            return not drops(own, side)
+        return not drops(side, own)
+    return CandidateScreen(lead.fields, lead.signature, keep)
+
+
 async def lookup_candidates(table: str, items: Sequence[tuple[str | None, IndexDocument]], backend: IndexBackend,
-                            options: DedupOptions) -> list[tuple[list[Candidate], int, bool]]:
+                            options: DedupOptions, *,
+                            floor: float | None = None) -> list[tuple[list[Candidate], int, bool]]:
     """The candidates of several documents, and how many of them to score, in at most two lookups.
 
     * **exhaustive**: a document whose scope holds fewer than ``options.exhaustive_below``
@@ -282,6 +320,9 @@ async def lookup_candidates(table: str, items: Sequence[tuple[str | None, IndexD
 
     Args:
         items: ``(record_id or None, document)`` pairs.
+        floor: the floor the pairs will be scored with (:func:`score_found`), or None: with one, a
+            blocking lookup's candidates that the scorer's lead-field check drops may come as
+            partial documents (:func:`candidate_screen`), their whole documents not read.
     Returns:
         One ``(candidates, cap, exhaustive)`` per item, in order (``cap``: how many of them to
         score; ``exhaustive``: the whole scope was compared).
@@ -302,7 +343,8 @@ async def lookup_candidates(table: str, items: Sequence[tuple[str | None, IndexD
     rest = [i for i, x in enumerate(out) if x is None]
     if rest:
         found_many = await backend.candidates_many(table, [queries[i] for i in rest], min_match=options.min_match,
-                                                   limit=cap + 1)
+                                                   limit=cap + 1,
+                                                   screen=candidate_screen([items[i] for i in rest], options, floor))
         for i, found in zip(rest, found_many, strict=True):
             out[i] = (found, cap, False)
     return [x for x in out if x is not None]
@@ -332,8 +374,9 @@ async def score_candidates_many(table: str, items: Sequence[tuple[str, IndexDocu
     ahead: asyncio.Task[list[tuple[list[Candidate], int, bool]]] | None = None
     try:
         for i, part in enumerate(parts):
-            found = await (ahead if ahead is not None else lookup_candidates(table, part, backend, options))
-            ahead = (asyncio.ensure_future(lookup_candidates(table, parts[i + 1], backend, options))
+            found = await (ahead if ahead is not None else lookup_candidates(table, part, backend, options,
+                                                                             floor=floor))
+            ahead = (asyncio.ensure_future(lookup_candidates(table, parts[i + 1], backend, options, floor=floor))
                      if i + 1 < len(parts) else None)
             out += [score_found(rid, doc, cands, options, cap=cap, exhaustive=exhaustive, known=known, floor=floor)
                     for (rid, doc), (cands, cap, exhaustive) in zip(part, found, strict=True)]
@@ -375,7 +418,13 @@ def score_found(record_id: str | None, doc: IndexDocument, cands: Sequence[Candi
         floor: with a score (0-100; the dedup worker passes the potential threshold, below which a
             pair is no link), a pair shown to score below it before every field is compared gets
             no score (``score`` None, :func:`~daemon.scoring.score_sides_at_least`); None: every
-            pair is scored in full (the check API reports every candidate's score).
+            pair is scored in full (the check API reports every candidate's score). A candidate
+            whose document is :attr:`~daemon.backends.base.IndexDocument.partial` (screened out
+            by the lookup, :func:`candidate_screen`) gets no score after the lead-field check
+            that dropped it is made again on the same values.
+    Raises:
+        RuntimeError: a partial candidate that the lead-field check does not drop (a screen
+            that disagrees with the scorer: a bug, never a data error).
     Returns:
         :class:`ScoredCandidates`: at most ``cap`` candidates scored, ``capped`` when more came,
         ``reused`` those whose score came from ``known``.
@@ -387,6 +436,7 @@ def score_found(record_id: str | None, doc: IndexDocument, cands: Sequence[Candi
     reused = 0
     own_key = record_id_key(record_id or "")  # canonical()'s look-up for the record, made once
     score = pair_scorer(cfg, floor)  # the config's comparators and stages, looked up once per record
+    screen = lead_screen(cfg, floor) if floor is not None else None
     own, version, key_of, append = side_of(doc), doc.version, record_id_key, out.append
     for cand in cands[:cap]:  # same-source ones were left out by the lookup
         cid, cdoc = cand.record_id, cand.document
@@ -406,6 +456,12 @@ def score_found(record_id: str | None, doc: IndexDocument, cands: Sequence[Candi
                     append(ScoredCandidate(cand, a, b, PairScore(value), None))
                     reused += 1
                     continue
+        if cdoc.partial:  # screened out by the lookup (candidate_screen): the scorer's first check, made here again
+            if screen is None or not screen.drops(sa, sb):
+                raise RuntimeError(f"candidate {cid!r} of {record_id!r} came screened out by its lead field, which "
+                                   "does not drop the pair: the lookup's screen and the scorer disagree")
+            append(ScoredCandidate(cand, a, b, None, None))
+            continue
         ps = score(sa, sb)
         append(ScoredCandidate(cand, a, b, ps, None if ps is None else decide(ps.score, cfg)))
     return ScoredCandidates(out, capped, exhaustive, reused)
@@ -626,7 +682,8 @@ class DedupHandler:
                                                  if sc.candidate.matched == last))
             if seen is not None:
                 for sc in res.scored:
-                    seen.setdefault(sc.candidate.record_id, sc.candidate.document)
+                    if not sc.candidate.document.partial:  # a screened-out candidate's is no document to reuse
+                        seen.setdefault(sc.candidate.record_id, sc.candidate.document)
         return links
 
     def _links_of(self, rid: str, doc: IndexDocument, res: ScoredCandidates) -> list[Link]:

@@ -14,6 +14,7 @@ such evidence against (0, or no evidence at all), with the same cap.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -535,24 +536,12 @@ def _build_scorer(cfg: ScoringConfig, floor: float | None) -> PairScorer:
     cheap, sketches, against, lead = _stages(cfg)
     n, plan = len(compiled), _plan(compiled)
     limit = floor - _FLOOR_MARGIN
-    first, weight, total = lead if lead is not None else (-1, 0.0, 1.0)
-    lead_compare = comparators[first] if lead is not None else None
-    lead_limit = limit - _LEAD_SLACK
+    first = lead[0] if lead is not None else -1
+    lead_compare, decisive, lead_drops = _lead_rule(cfg, floor)
     # (index, comparator, its rarity parts or None) of the fields compared after the lead one
     rest = tuple((i, comparators[i], getattr(comparators[i], "rarity_parts", None)) for i in cheap if i != first)
     sketch_fields = tuple((i, comparators[i]) for i in sketches)
     against_fields = tuple((i, comparators[i]) for i in against)
-
-    decisive: dict[Any, bool] = {}  # lead similarity -> whether it drops the pair (a few distinct values)
-
-    def lead_drops(sim: Any) -> bool:
-        drops = decisive.get(sim)
-        if drops is None:
-            drops = decisive[sim] = 100.0 * (total - weight * (1.0 - min(1.0, max(0.0, float(sim))))) / total < (
-                lead_limit)
-            if len(decisive) > 4096:  # similarities are few (0, 1, a partial match's); a bound all the same
-                decisive.clear()
-        return drops
 
     def at_least(a: Side, b: Side) -> PairScore | None:
         sims: list[Any] = [None] * n
@@ -588,6 +577,94 @@ def _build_scorer(cfg: ScoringConfig, floor: float | None) -> PairScorer:
                 sims[i] = compare(a, b)
         return _pair_score(compiled, sims, cfg, a, b)
     return at_least
+
+
+def _lead_rule(cfg: ScoringConfig, floor: float) -> tuple[Comparator | None, dict[Any, bool], Callable[[Any], bool]]:
+    """The lead-field check of :func:`score_sides_at_least` under ``cfg`` and ``floor``:
+    ``(comparator, decisive, drops)``: the lead field's comparator (None when the config has no
+    lead field, :func:`_stages`), and ``drops(similarity)`` -> whether that similarity alone puts the
+    pair below the floor, every other field that can raise the score taken at 1, with ``decisive``
+    its memo (similarity -> bool; read directly on the scorer's hot path)."""
+    lead = _stages(cfg)[3]
+    first, weight, total = lead if lead is not None else (-1, 0.0, 1.0)
+    lead_compare = _compiled(cfg)[first][1] if lead is not None else None
+    lead_limit = floor - _FLOOR_MARGIN - _LEAD_SLACK
+    decisive: dict[Any, bool] = {}  # lead similarity -> whether it drops the pair (a few distinct values)
+
+    def lead_drops(sim: Any) -> bool:
+        drops = decisive.get(sim)
+        if drops is None:
+            drops = decisive[sim] = 100.0 * (total - weight * (1.0 - min(1.0, max(0.0, float(sim))))) / total < (
+                lead_limit)
+            if len(decisive) > 4096:  # similarities are few (0, 1, a partial match's); a bound all the same
+                decisive.clear()
+        return drops
+    return lead_compare, decisive, lead_drops
+
+
+@dataclass(frozen=True, slots=True)
+class LeadScreen:
+    """What a candidate lookup needs of a candidate document to apply the first check of
+    :func:`score_sides_at_least` (the lead field alone, :func:`_stages`) before reading the whole
+    document: on a near-duplicate-dense catalogue most candidates share title words but not the
+    model number, and that check drops them (81% of the dense product bench's candidate pairs)
+    without their title, description, price or sketches being compared. A dedup worker reads such
+    a candidate's few inputs of the lead field, not its ~2-3 kB document (its MinHash and
+    bottom-k TOASTed in PostgreSQL), and does not decode or prepare the rest.
+
+    Attributes:
+        fields: the document fields the lead comparator may read (``fields[name]``, and the
+            ``title`` for a ``title_first`` field whose signature has no ``title_codes``).
+        signature: the signature keys it may read (``name``'s identifier list, ``title_codes``).
+        drops: ``drops(a, b)`` -> True when the pair (two :class:`Side`, in the canonical order the
+            scorer is given them) is below the floor on the lead field alone: exactly the pairs for
+            which :func:`pair_scorer` with that floor returns None before comparing another field.
+            A :class:`Side` of a document holding only ``fields`` and ``signature`` above gives the
+            same answer as one of the whole document.
+    """
+
+    fields: tuple[str, ...]
+    signature: tuple[str, ...]
+    drops: Callable[[Side, Side], bool]
+
+
+_SCREENS: dict[int, tuple[ScoringConfig, dict[float, LeadScreen | None]]] = {}
+"""``id(cfg)`` -> (cfg, floor -> its :func:`lead_screen`)."""
+
+
+def lead_screen(cfg: ScoringConfig, floor: float) -> LeadScreen | None:
+    """The :class:`LeadScreen` of ``cfg`` at ``floor`` (score 0-100, the dedup worker's potential
+    threshold), or None when the config's lead field (:func:`_stages`) is not an ``exact``
+    identifier field (``models``, ``phones``, ...): the only metric whose inputs are a few short
+    values; a text or sketch lead field would need most of the document anyway. Made once per
+    config and floor. Pure."""
+    per_floor = _per_config(_SCREENS, cfg, dict)
+    if floor not in per_floor:
+        if len(per_floor) > 64:
+            per_floor.clear()
+        per_floor[floor] = _build_screen(cfg, floor)
+    return per_floor[floor]
+
+
+def _build_screen(cfg: ScoringConfig, floor: float) -> LeadScreen | None:
+    """:func:`lead_screen`, made."""
+    lead = _stages(cfg)[3]
+    if lead is None:
+        return None
+    spec = cfg.fields[lead[0]]
+    if spec.metric != "exact":
+        return None
+    compare, decisive, lead_drops = _lead_rule(cfg, floor)
+    assert compare is not None
+    fields: tuple[str, ...] = (spec.name,)
+    signature: tuple[str, ...] = (spec.name,)
+    if spec.params.get("title_first"):  # Side.title_codes: the stored codes, else the title's own
+        fields, signature = (spec.name, "title"), (spec.name, "title_codes")
+
+    def drops(a: Side, b: Side) -> bool:
+        sim = compare(a, b)
+        return sim is not None and (decisive.get(sim) or (sim not in decisive and lead_drops(sim)))
+    return LeadScreen(fields, signature, drops)
 
 
 _Stages = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], "tuple[int, float, float] | None"]

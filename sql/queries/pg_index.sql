@@ -96,6 +96,22 @@ SELECT d.record_id, d.version,
 FROM unnest(%(record_ids)b::text[], %(known)b::bigint[]) AS k(record_id, known)
 JOIN nearsync.documents d ON d.table_name = %(table)s AND d.record_id = k.record_id AND NOT d.deleted;
 
+-- name: get_document_parts
+-- plan: generic (calls with arrays of at most 100 elements: daemon.db.pool.PlanModeCursor)
+-- Only the named keys of each document's fields and signature, for a candidate screen
+-- (daemon.backends.base.CandidateScreen: the dedup worker's lead-field check, which needs a
+-- candidate's model numbers and title codes, and drops most candidates of a dense catalogue on
+-- them). The MinHash and bottom-k columns (TOASTed: a page of the TOAST table each) and the rest of
+-- the JSON are neither read nor sent. fields / signature: a jsonb object of those of the keys the
+-- document has (NULL when it has none).
+SELECT d.record_id, d.version,
+       (SELECT jsonb_object_agg(k, d.fields -> k) FROM unnest(%(field_keys)s::text[]) AS k WHERE d.fields ? k)
+           AS fields,
+       (SELECT jsonb_object_agg(k, d.signature -> k) FROM unnest(%(signature_keys)s::text[]) AS k
+        WHERE d.signature ? k) AS signature
+FROM nearsync.documents d
+WHERE d.table_name = %(table)s AND d.record_id = ANY(%(record_ids)b::text[]) AND NOT d.deleted;
+
 -- name: get_versions
 -- plan: generic (calls with arrays of at most 100 elements: daemon.db.pool.PlanModeCursor)
 SELECT record_id, version FROM nearsync.documents
