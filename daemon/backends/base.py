@@ -94,7 +94,8 @@ class IndexDocument:
     partial: bool = False
     """True for a candidate document of which a lookup read only what a :class:`CandidateScreen`
     names (``fields`` and ``signature`` hold those keys alone; ``scope`` and ``keys`` are empty):
-    enough for the screen's check, not for scoring the pair or for any other use. Never cached."""
+    enough for the screen's check, not for scoring the pair or for any other use. Never put in a
+    backend's document cache (the PostgreSQL backend keeps partial ones in a cache of their own)."""
 
     def content_fingerprint(self) -> int:
         """A signed 64-bit xxh64 of ``fields`` as canonical JSON (sorted keys): equal while the

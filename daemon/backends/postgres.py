@@ -112,7 +112,7 @@ class PostgresBackend:
         """Documents parsed so far (read because the cache did not hold their version; the
         benchmarks report it per record)."""
         self.screened = 0
-        """Candidate documents read in part for a :class:`CandidateScreen` so far (:meth:`_parts`)."""
+        """Candidate documents read in part for a :class:`CandidateScreen` so far (:meth:`_document_parts`)."""
         self._written = 0
         self._analyze_at = ANALYZE_FIRST_AT
         idle_check = IdleCheck()  # ping on borrow only after 1 s idle (a round trip per borrow otherwise)
@@ -363,7 +363,8 @@ class PostgresBackend:
         With a ``screen``, the documents the cache does not hold are first read in part
         (``get_document_parts``: the screen's keys only) and only those some lookup's
         ``screen.keep`` asks for are read whole: three round trips. The others come as
-        :attr:`IndexDocument.partial` documents, which are not cached.
+        :attr:`IndexDocument.partial` documents, kept in a part cache of their own
+        (:meth:`_document_parts`), never in the document cache.
 
         The reads are separate statements: a candidate rewritten in between comes with its newer
         document (the dedup worker checks every link against the current versions under its lock
