@@ -41,7 +41,8 @@ N`` sets ``[index] cached_documents``), the worker's resident memory after the d
 single-record p50/p99. ``--snapshot B`` builds the corpus snapshot after the load, as ``nearsync
 rarity refresh`` would (title-word rarity, and the candidate-key blocks larger than ``B`` listings,
 which the lookups then leave out: block purging; ``--snapshot 0`` rarity only), and prints the
-large blocks it found; without it the worker runs with no snapshot. ``--profile FILE`` runs the backlog under cProfile in this process (the worker's side;
+large blocks it found; without it the worker runs with no snapshot. ``--cap N`` sets ``[dedup]
+candidate_cap`` (the profile's is 50). ``--profile FILE`` runs the backlog under cProfile in this process (the worker's side;
 PostgreSQL's time is not in it), writes the raw statistics to FILE and prints where the time went
 per batch and per pair.
 
@@ -107,13 +108,14 @@ def pct(values: list[float], q: float) -> float:
 
 
 def bench_settings(dsn: str, concurrency: int | None = None, *, products: bool = False,
-                   batch_size: int = 2000, cached_documents: int | None = None, max_block: int | None = None) -> Any:
+                   batch_size: int = 2000, cached_documents: int | None = None, max_block: int | None = None,
+                   candidate_cap: int | None = None) -> Any:
     """Settings of the bench's daemon and worker (``batch_size`` records per batch; ``concurrency``
     None: the worker's default). ``products``: the product-listing settings of ``nearsync evaluate``
     on a set with a source column (:data:`PRODUCT_PROFILE`, global scope, best match per source,
     cross-source only) instead of the defaults (user scope). ``cached_documents``: ``[index]
     cached_documents`` (None: the daemon's default). ``max_block``: ``[dedup] max_block`` (None: the
-    default)."""
+    default). ``candidate_cap``: ``[dedup] candidate_cap`` (None: the profile's)."""
     daemon: dict[str, Any] = {"batch_size": batch_size, "poll_interval_s": 0.5}
     if concurrency:
         daemon["concurrency"] = concurrency
@@ -123,6 +125,8 @@ def bench_settings(dsn: str, concurrency: int | None = None, *, products: bool =
         cfg["dedup"] |= {"best_match_per_source": True, "cross_source_only": True}
     if max_block is not None:
         cfg["dedup"]["max_block"] = max_block
+    if candidate_cap is not None:
+        cfg["dedup"]["candidate_cap"] = candidate_cap
     if cached_documents is not None:
         cfg["index"] = {"cached_documents": cached_documents}
     return settings_from_mapping({"database": {"dsn": dsn}, "source": {"create_reference_table": True},
@@ -435,18 +439,20 @@ async def load_corpus(settings: Any, listings: list[Any], batch: int = 2000, reu
 async def run_corpus(dsn: str, indexed: int, backlog: int, samples: int, *, reuse: bool = False,
                      concurrency: int | None = None, seed: int = 5, warm: bool = False, shops: int = 8,
                      corpus_seed: int = 18, batch_size: int = 500, profile: str | None = None,
-                     cached_documents: int | None = None, snapshot: int | None = None) -> None:
+                     cached_documents: int | None = None, snapshot: int | None = None,
+                     candidate_cap: int | None = None) -> None:
     """``--corpus abt-buy`` (see the module docstring): build the product corpus, index it, put a
     backlog of ``backlog`` random listings through the worker, then time ``samples`` one by one
     (``cached_documents``: the backend's document cache bound, None: the daemon's default;
-    ``snapshot``: build the corpus snapshot with this ``max_block`` first, None: no snapshot)."""
+    ``snapshot``: build the corpus snapshot with this ``max_block`` first, None: no snapshot;
+    ``candidate_cap``: ``[dedup] candidate_cap``, None: the profile's 50)."""
     from bench.corpus_products import build_corpus
 
     data = default_data_dir()
     if data is None or not (data / "abt-buy" / "Abt.csv").is_file():
         raise SystemExit("--corpus abt-buy needs ../shared/data/abt-buy (or NEARSYNC_DATA)")
     settings = bench_settings(dsn, concurrency, products=True, batch_size=batch_size, cached_documents=cached_documents,
-                              max_block=snapshot)
+                              max_block=snapshot, candidate_cap=candidate_cap)
     upgrade(settings)
     t0 = time.perf_counter()
     listings = build_corpus(indexed, seed=corpus_seed, data_dir=data, shops=shops)
@@ -511,7 +517,11 @@ def main() -> None:
                     help="with --corpus abt-buy: build the corpus snapshot after the load (nearsync rarity "
                          "refresh: title-word rarity, and the blocks larger than MAX_BLOCK listings left out "
                          "of the lookups; 0: rarity only); default: no snapshot")
+    ap.add_argument("--cap", type=int, metavar="N",
+                    help="with --corpus abt-buy: [dedup] candidate_cap (default: the products profile's, 50)")
     args = ap.parse_args()
+    if args.cap is not None and args.cap < 1:
+        ap.error("--cap: N is a positive number of candidates")
     if args.snapshot is not None and args.snapshot < 0:
         ap.error("--snapshot: MAX_BLOCK is 0 or a positive number of listings")
     configure_logging("warning")
@@ -524,7 +534,7 @@ def main() -> None:
                                    concurrency=args.concurrency, seed=args.seed, warm=args.prewarm, shops=args.shops,
                                    corpus_seed=args.corpus_seed, batch_size=args.batch_size or 500,
                                    profile=args.profile, cached_documents=args.cached_documents,
-                                   snapshot=args.snapshot))
+                                   snapshot=args.snapshot, candidate_cap=args.cap))
         if args.dsn:
             corpus(args.dsn)
         else:
