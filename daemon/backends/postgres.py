@@ -80,7 +80,8 @@ class PostgresBackend:
             :data:`~daemon.backends.doc_cache.DEFAULT_CACHED_DOCUMENTS`, 30,000; ~6.5-8 kB each for a
             product listing with its MinHash and scoring values; ``0``: no cache), keyed by ``(table, record_id, version)`` so
             an entry is never stale (see :mod:`daemon.backends.doc_cache`). ``[index]
-            cached_documents`` sets it.
+            cached_documents`` sets it. It also bounds the part cache of candidates read in part
+            for a :class:`CandidateScreen` (~1 kB each).
 
     Lookups after a bulk load: until ``nearsync.documents`` and ``nearsync.document_lookup`` are analysed, PostgreSQL takes it to be
     tiny and may answer a candidate lookup by testing every key against every document (2.5 s for
