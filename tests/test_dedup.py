@@ -647,6 +647,8 @@ async def test_the_lead_field_screen_changes_no_link_cluster_or_flag(dsettings: 
 
     data = require("abt-buy", "Abt.csv").parents[1]
     s = with_dedup(dsettings, scope="global", exhaustive_below=0, candidate_cap=20)
+    # an index larger than the document cache, where the screen pays
+    s = replace(s, index=replace(s.index, options={**s.index.options, "cached_documents": 40}))
     listings = build_corpus(160, seed=7, data_dir=data, shops=3)
     base = ORIGINAL | {"body": "", "price": None}
     ads = [(base | {k: v for k, v in x.fields.items() if k in COLS}, f"now() - interval '{200 - i} minutes'")

@@ -149,7 +149,8 @@ async def test_batched_lookups_equal_one_lookup_each(be: PostgresBackend) -> Non
 
 async def test_a_screen_reads_only_the_candidates_it_keeps_whole(be: PostgresBackend,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """With a CandidateScreen the same candidates come in the same order; a candidate whose
+    """With a CandidateScreen, on an index larger than the document cache (where it pays), the
+    same candidates come in the same order; a candidate whose
     document the cache does not hold is read in part (the screen's keys only) and read whole only
     when some lookup's keep asks for it; the partial ones are flagged, counted and kept in a part
     cache of their own (never in the document cache), and a cached document is used as it is,
@@ -162,7 +163,15 @@ async def test_a_screen_reads_only_the_candidates_it_keeps_whole(be: PostgresBac
     await be.write(docs, [])
     queries = [CandidateQuery(["b1:a", "b2:b"], {}, exclude_id="1"), CandidateQuery(["b1:a"], {}, exclude_id="4")]
     plain = await be.candidates_many(T, queries)
-    be._cache = DocumentCache(100)  # forget what the plain lookup cached
+    screened0 = be.screened
+    assert [[c.document.partial for c in x] for x in await be.candidates_many(T, queries, screen=CandidateScreen(
+        ("title",), ("models",), lambda i, part: False))] == [[False] * 3] * 2  # all cached: nothing to screen
+    be._cache = DocumentCache(100)  # forget what the plain lookup cached: the index fits in the cache...
+    assert [[c.document.partial for c in x] for x in await be.candidates_many(T, queries, screen=CandidateScreen(
+        ("title",), ("models",), lambda i, part: False))] == [[False] * 3] * 2  # ...where the screen does not pay
+    assert be.screened == screened0
+    be._cache = DocumentCache(3)  # an index of 4 documents is larger than this cache: the screen pays
+    be._screen_checked.clear()
     asked: list[tuple[int, str, dict[str, Any], dict[str, Any]]] = []
 
     def keep(i: int, part: IndexDocument) -> bool:
@@ -171,7 +180,6 @@ async def test_a_screen_reads_only_the_candidates_it_keeps_whole(be: PostgresBac
         return part.signature.get("models") == ["fs108"] or (i == 1 and part.record_id == "3")
 
     parses = _parses(monkeypatch)
-    screened0 = be.screened
     screen = CandidateScreen(("title", "models"), ("models", "title_codes"), keep)
     got = await be.candidates_many(T, queries, screen=screen)
     assert [[(c.record_id, c.matched, c.document.version) for c in x] for x in got] == \
