@@ -370,9 +370,8 @@ class PostgresBackend:
         With a ``screen``, on an index larger than the document cache (:meth:`_screen_pays`), the
         documents the cache does not hold are first read in part (``get_document_parts``: the
         screen's keys only) and only those some lookup's ``screen.keep`` asks for are read whole:
-        three round trips. The others come as
-        :attr:`IndexDocument.partial` documents, kept in a part cache of their own
-        (:meth:`_document_parts`), never in the document cache.
+        three round trips. The others come as :attr:`IndexDocument.partial` documents, kept in a
+        part cache of their own (:meth:`_document_parts`), never in the document cache.
 
         The reads are separate statements: a candidate rewritten in between comes with its newer
         document (the dedup worker checks every link against the current versions under its lock
@@ -464,7 +463,9 @@ class PostgresBackend:
         the parts of one screen's keys: a screen with other keys empties it first."""
         shape = (screen.fields, screen.signature)
         if shape != self._part_shape:
-            self._part_cache, self._part_shape = DocumentCache(self._cache.max_documents), shape
+            if self._part_shape is not None:  # parts of other keys: not this screen's
+                self._part_cache = DocumentCache(self._cache.max_documents)
+            self._part_shape = shape
         cache = self._part_cache
         out: dict[str, IndexDocument] = {}
         unread = []

@@ -339,6 +339,21 @@ def _per_config(table: dict[int, tuple[ScoringConfig, _T]], cfg: ScoringConfig, 
     return hit[1]
 
 
+_F = TypeVar("_F")
+
+
+def _per_floor(table: dict[int, tuple[ScoringConfig, dict[Any, _F]]], cfg: ScoringConfig, floor: Any,
+               build: Callable[[ScoringConfig, Any], _F]) -> _F:
+    """What ``build(cfg, floor)`` makes, made once per config (:func:`_per_config`) and floor and
+    kept; floors are few (the potential threshold), and a config's are emptied past 64 all the same."""
+    per_floor = _per_config(table, cfg, dict)
+    if floor not in per_floor:
+        if len(per_floor) > 64:
+            per_floor.clear()
+        per_floor[floor] = build(cfg, floor)
+    return per_floor[floor]
+
+
 def _with_rarity(spec: FieldSpec, compare: Comparator, cfg: ScoringConfig) -> Comparator:
     """``compare`` itself, or for the ``title`` field when ``cfg`` scores with rarity
     (:attr:`ScoringConfig.uses_rarity`) its similarity blended with the rarity-weighted one
@@ -515,13 +530,7 @@ def pair_scorer(cfg: ScoringConfig, floor: float | None = None) -> PairScorer:
         ``scorer(a, b)`` -> :class:`PairScore`, or None for a pair shown to score below ``floor``;
         the same result as the function it stands for, bit for bit.
     """
-    per_floor = _per_config(_SCORERS, cfg, dict)
-    scorer = per_floor.get(floor)
-    if scorer is None:
-        if len(per_floor) > 64:  # floors are few (the potential threshold); a bound all the same
-            per_floor.clear()
-        scorer = per_floor[floor] = _build_scorer(cfg, floor)
-    return scorer
+    return _per_floor(_SCORERS, cfg, floor, _build_scorer)
 
 
 def _build_scorer(cfg: ScoringConfig, floor: float | None) -> PairScorer:
@@ -638,12 +647,7 @@ def lead_screen(cfg: ScoringConfig, floor: float) -> LeadScreen | None:
     identifier field (``models``, ``phones``, ...): the only metric whose inputs are a few short
     values; a text or sketch lead field would need most of the document anyway. Made once per
     config and floor. Pure."""
-    per_floor = _per_config(_SCREENS, cfg, dict)
-    if floor not in per_floor:
-        if len(per_floor) > 64:
-            per_floor.clear()
-        per_floor[floor] = _build_screen(cfg, floor)
-    return per_floor[floor]
+    return _per_floor(_SCREENS, cfg, floor, _build_screen)
 
 
 def _build_screen(cfg: ScoringConfig, floor: float) -> LeadScreen | None:
@@ -654,7 +658,7 @@ def _build_screen(cfg: ScoringConfig, floor: float) -> LeadScreen | None:
     spec = cfg.fields[lead[0]]
     if spec.metric != "exact":
         return None
-    compare, decisive, lead_drops = _lead_rule(cfg, floor)
+    compare, _, lead_drops = _lead_rule(cfg, floor)
     assert compare is not None
     fields: tuple[str, ...] = (spec.name,)
     signature: tuple[str, ...] = (spec.name,)
@@ -663,7 +667,7 @@ def _build_screen(cfg: ScoringConfig, floor: float) -> LeadScreen | None:
 
     def drops(a: Side, b: Side) -> bool:
         sim = compare(a, b)
-        return sim is not None and (decisive.get(sim) or (sim not in decisive and lead_drops(sim)))
+        return sim is not None and lead_drops(sim)  # its own memo: at_least inlines that look-up, this need not
     return LeadScreen(fields, signature, drops)
 
 
