@@ -209,6 +209,10 @@ class QueueLoop:
         self.wake = asyncio.Event()
         self.stopping = False
         self.ready = asyncio.Event()
+        self.idle = asyncio.Event()
+        """Set while the loop waits for a change with no window open and no drain running (cleared
+        when a wake or a poll finding rows due opens a window or a drain): the moment from which the
+        next change seen opens a fresh batch window."""
         self.totals: dict[str, int] = {"batches": 0, "claimed": 0, "acked": 0, "failed": 0, "dead": 0}
         self.last_loop_at = time.monotonic()
         self.sizer = BatchSizer.for_settings(settings)
@@ -270,6 +274,7 @@ class QueueLoop:
         async with self.session():
             while not self.stopping:
                 woken = True
+                self.idle.set()
                 try:
                     await asyncio.wait_for(self.wake.wait(), timeout=self.settings.poll_interval_s)
                 except TimeoutError:
@@ -281,8 +286,11 @@ class QueueLoop:
                 if self.settings.mode == "batch":
                     if not woken and not await self._has_due():
                         continue
+                    self.idle.clear()
                     await self._sleep(self.settings.window_s)  # the window opens at the first change seen
+                self.idle.clear()
                 await self.drain(stop_when_stopping=True)
+        self.idle.clear()
         self._notifier.notify("STOPPING=1")
         self.log.info("stopped", **self.totals)
 
