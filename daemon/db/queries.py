@@ -35,8 +35,12 @@ def sql_dir() -> Path:
     raise FileNotFoundError(f"nearsync's sql/ directory is missing next to {here}")
 
 
+_COMMENT_LINE = re.compile(r"^[ \t]*--[^\n]*\n?", re.M)
+
+
 @functools.cache
-def _all_queries() -> dict[str, str]:
+def _raw_queries() -> dict[str, str]:
+    """Each named query's text as written, its comment lines included."""
     out: dict[str, str] = {}
     for path in sorted((sql_dir() / "queries").glob("*.sql")):
         text = path.read_text()
@@ -46,6 +50,15 @@ def _all_queries() -> dict[str, str]:
                 raise ValueError(f"query {name!r} is defined twice (second time in {path.name})")
             out[name] = body.strip().rstrip(";")
     return out
+
+
+@functools.cache
+def _all_queries() -> dict[str, str]:
+    """Each named query's text as sent to the server: without its whole-line comments, which are
+    for the reader of ``sql/``. A text longer than psycopg's conversion cache takes
+    (``psycopg._queries.MAX_CACHED_STATEMENT_LENGTH``, 4,096 bytes) is parsed for its placeholders
+    again on every execution (60-110 us for ``scope_members``, whose comments made it 4.7 kB)."""
+    return {name: _COMMENT_LINE.sub("", body).strip() for name, body in _raw_queries().items()}
 
 
 def query(name: str) -> sql.SQL:
@@ -62,7 +75,8 @@ def query(name: str) -> sql.SQL:
 
 @functools.cache
 def _generic_bodies() -> frozenset[str]:
-    return frozenset(body for body in _all_queries().values() if _GENERIC.search(body))
+    sent = _all_queries()
+    return frozenset(sent[name] for name, body in _raw_queries().items() if _GENERIC.search(body))
 
 
 def generic_plan_ok(q: object) -> bool:
