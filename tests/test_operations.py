@@ -398,7 +398,11 @@ def test_concurrency_defaults_per_queue() -> None:
 def test_systemd_units_cover_every_process_and_do_not_restart_on_config_errors() -> None:
     units = {u.name: u.read_text() for u in (REPO / "deploy" / "systemd").glob("*.service")}
     assert set(units) == {"nearsync-indexer.service", "nearsync-dedup.service", "nearsync-reindex.service",
-                          "nearsync-serve.service"}
+                          "nearsync-serve.service", "nearsync-refresh.service"}
+    timers = {u.name: u.read_text() for u in (REPO / "deploy" / "systemd").glob("*.timer")}
+    assert set(timers) == {"nearsync-refresh.timer"}  # starts the service of its own name
+    assert "nearsync rarity refresh --requeue" in units["nearsync-refresh.service"]
+    assert "Type=oneshot" in units["nearsync-refresh.service"] and "Persistent=true" in timers["nearsync-refresh.timer"]
     for name in ("nearsync-indexer.service", "nearsync-dedup.service", "nearsync-serve.service"):
         assert "Restart=on-failure" in units[name] and "RestartPreventExitStatus=2 3" in units[name], name
     assert "nearsync serve --host 127.0.0.1" in units["nearsync-serve.service"]
@@ -421,7 +425,7 @@ def test_systemd_unit_exposure_is_at_most_2(unit: str, tmp_path: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
 def test_systemd_units_verify(tmp_path: Path) -> None:
-    units = sorted((REPO / "deploy" / "systemd").glob("*.service"))
+    units = sorted((REPO / "deploy" / "systemd").glob("*.service")) + sorted((REPO / "deploy" / "systemd").glob("*.timer"))
     assert units, "no unit files"
     fake_bin = tmp_path / "nearsync"
     fake_bin.write_text(f"#!/bin/sh\nexec {sys.executable} -m daemon \"$@\"\n")
