@@ -335,23 +335,106 @@ async def single_record_latency(dsn: str, worker: Any, ids: list[str], indexed: 
     lat = []
     cpu = []
     pairs = 0
+    phases = PhaseTimer(worker.handler)
+    rows: list[tuple[float, dict[str, float], int]] = []
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
         await configure_session(conn)
         pg0 = postgres_cpu_s(dsn)
         for rid in ids:
             c = Claimed("public.ads", rid, "U", 0, time.time(), 0)  # type: ignore[arg-type]
+            phases.reset()
             t, c0 = time.perf_counter(), time.process_time()
             res = await worker.handler.process(conn, [c])
             lat.append((time.perf_counter() - t) * 1000)
             cpu.append((time.process_time() - c0) * 1000)
             pairs += res.counts.get("pairs", 0)
+            rows.append((lat[-1], dict(phases.ms), res.counts.get("pairs", 0)))
         pg1 = postgres_cpu_s(dsn)
+        phases.restore()
     print(f"single-record dedup latency with {indexed:,} indexed: p50 {pct(lat, 50):.1f} ms, p99 {pct(lat, 99):.1f} ms, "
           f"mean {statistics.mean(lat):.1f} ms over {len(lat)} records, {pairs / max(1, len(lat)):.1f} pairs scored "
           "per record (target p99 <= 10 ms)", flush=True)
     pg = f"; PostgreSQL CPU {(pg1 - pg0) * 1000 / max(1, len(lat)):.1f} ms per record" if pg0 is not None and pg1 is not None else ""
     print(f"  its worker process CPU: p50 {pct(cpu, 50):.1f} ms, p99 {pct(cpu, 99):.1f} ms, mean {statistics.mean(cpu):.1f} ms"
           f"{pg} (on a busy machine the wall time above is mostly waiting for a core)", flush=True)
+    print_phase_split(rows)
+
+
+class PhaseTimer:
+    """Wall time of a dedup handler's phases per call of ``process``, by wrapping its methods on
+    the instance (the bench's own instrument; the handler is unchanged): ``lookup+score``
+    (:meth:`DedupHandler.score_records`: candidate lookup, reads and scoring, before the lock),
+    ``walk`` (:meth:`DedupHandler._parts`: the component walk and its links) and ``recluster``
+    (:meth:`DedupHandler._recluster`, the walk included); the rest of ``process`` (the batch's
+    documents, the lock, revalidation, the link writes) is the total minus those. ``ms`` holds
+    milliseconds per phase since :meth:`reset`; ``nodes`` the records the walk returned."""
+
+    def __init__(self, handler: Any) -> None:
+        self.handler = handler
+        self.ms: dict[str, float] = {}
+        for attr, name in (("score_records", "lookup+score"), ("_parts", "walk"), ("_recluster", "recluster")):
+            setattr(handler, attr, self._timed(getattr(handler, attr), name))
+        self._get = handler.backend.get
+        handler.backend.get = self._timed(self._get, "get")
+        self._score = handler._score
+        handler._score = self._timed_sync(self._score, "score")
+
+    def _timed_sync(self, method: Any, name: str) -> Any:
+        def timed(*args: Any, **kw: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return method(*args, **kw)
+            finally:
+                self.ms[name] = self.ms.get(name, 0.0) + (time.perf_counter() - t) * 1000
+                self.ms[name + "_n"] = self.ms.get(name + "_n", 0.0) + 1
+        return timed
+
+    def _timed(self, method: Any, name: str) -> Any:
+        async def timed(*args: Any, **kw: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                out = await method(*args, **kw)
+            finally:
+                self.ms[name] = self.ms.get(name, 0.0) + (time.perf_counter() - t) * 1000
+            if name == "get":
+                self.ms["get_n"] = self.ms.get("get_n", 0.0) + len(args[1])
+            if name == "walk":
+                self.ms["nodes"] = self.ms.get("nodes", 0.0) + sum(len(p.nodes) for p in out)
+            return out
+        return timed
+
+    def reset(self) -> None:
+        self.ms = {}
+
+    def restore(self) -> None:
+        for attr in ("score_records", "_parts", "_recluster", "_score"):
+            self.handler.__dict__.pop(attr, None)
+        self.handler.backend.get = self._get
+
+
+def print_phase_split(rows: list[tuple[float, dict[str, float], int]]) -> None:
+    """Where a one-record batch's wall time goes, for the fastest half, the middle and the slowest
+    5% and 1% of the samples (``rows``: total ms, :class:`PhaseTimer` ms, pairs scored): mean ms per
+    phase, pairs and records in the walked components, so the figures say what makes the p99."""
+    if len(rows) < 20:
+        return
+    rows = sorted(rows, key=lambda r: r[0])
+    n = len(rows)
+    groups = (("fastest 50%", rows[: n // 2]), ("50-95%", rows[n // 2: n * 95 // 100]),
+              ("slowest 5%", rows[n * 95 // 100:]), ("slowest 1%", rows[n * 99 // 100:]))
+    print("  where a one-record batch's time goes (mean ms; pairs scored; records in its components):", flush=True)
+    for label, group in groups:
+        if not group:
+            continue
+        def mean(key: str, g: list[tuple[float, dict[str, float], int]] = group) -> float:
+            return statistics.mean(r[1].get(key, 0.0) for r in g)
+        total = statistics.mean(r[0] for r in group)
+        walk, recl, look = mean("walk"), mean("recluster"), mean("lookup+score")
+        print(f"    {label:>11} ({len(group)}): total {total:.1f} = lookup+score {look:.1f}, walk {walk:.1f}, "
+              f"recluster after the walk {recl - walk:.1f}, rest {total - look - recl:.1f}; "
+              f"pairs {statistics.mean(r[2] for r in group):.0f}, component records {mean('nodes'):.0f}; "
+              f"documents read {mean('get_n'):.0f} in {mean('get'):.1f} ms, pairs re-scored {mean('score_n'):.0f} "
+              f"in {mean('score'):.1f} ms", flush=True)
 
 
 async def run_indexed(dsn: str, indexed: int, backlog: int, samples: int, reuse: bool = False,
