@@ -194,6 +194,7 @@ async def drain_throughput(worker: Any, label: str, target: int = 2000, profile:
     prof = cProfile.Profile(time.process_time) if profile else None
     decoded0 = getattr(worker.handler.backend, "decoded", None)  # PostgresBackend: documents parsed (cache misses)
     screened0 = getattr(worker.handler.backend, "screened", None)  # and candidates read in part (lead-field screen)
+    listed0 = getattr(worker.handler.backend, "screened_listed", None)  # of them, from their identifiers column
     async with worker.session():
         pg0 = postgres_cpu_s(worker.dsn)
         t0, c0 = time.perf_counter(), time.process_time()
@@ -218,8 +219,10 @@ async def drain_throughput(worker: Any, label: str, target: int = 2000, profile:
               f"{decoded / max(1, done):.1f} per record", flush=True)
     if screened0 is not None:
         screened = worker.handler.backend.screened - screened0
+        listed = "" if listed0 is None else \
+            f" ({worker.handler.backend.screened_listed - listed0:,} of them from their identifiers column alone)"
         print(f"  candidate documents read in part for the lead-field screen: {screened:,} = "
-              f"{screened / max(1, done):.1f} per record", flush=True)
+              f"{screened / max(1, done):.1f} per record{listed}", flush=True)
     print(f"  worker process resident memory after the drain: {resident_mb():,.0f} MB", flush=True)
     if pg0 is not None and pg1 is not None:
         print(f"  PostgreSQL CPU during the drain (its backends): {pg1 - pg0:.1f} s = "

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import numpy as np
+import psycopg
 import pytest
 
 from daemon.backends.base import SCOPE_KEY, CandidateQuery, CandidateScreen, DeleteOp, IndexDocument
@@ -147,14 +148,15 @@ async def test_batched_lookups_equal_one_lookup_each(be: PostgresBackend) -> Non
     assert await be.scope_members(T, queries[:2], limit=3) == [None, None]  # 20 documents per scope
 
 
-async def test_a_screen_reads_only_the_candidates_it_keeps_whole(be: PostgresBackend,
+async def test_a_screen_reads_only_the_candidates_it_keeps_whole(be: PostgresBackend, fresh_db: str,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """With a CandidateScreen, on an index larger than the document cache (where it pays), the
     same candidates come in the same order; a candidate whose
     document the cache does not hold is read in part (the screen's keys only) and read whole only
     when some lookup's keep asks for it; the partial ones are flagged, counted and kept in a part
     cache of their own (never in the document cache), and a cached document is used as it is,
-    without asking the screen."""
+    without asking the screen. A part comes from the identifiers column (migration 0022) alone when
+    it holds every one of the screen's signature keys, else from the fields and signature."""
     models = {"1": ["fs105"], "2": ["fs108"], "3": ["gs105"], "4": []}
     docs = [doc(rid, 3, ["b1:a", "b2:b"] if rid != "4" else ["b1:a"], title=f"Switch {m[0] if m else ''}")
             for rid, m in models.items()]
@@ -186,22 +188,43 @@ async def test_a_screen_reads_only_the_candidates_it_keeps_whole(be: PostgresBac
         [[(c.record_id, c.matched, c.document.version) for c in x] for x in plain]
     whole = {c.record_id for x in got for c in x if not c.document.partial}
     assert whole == {"2", "3"}  # "2" kept by its model number, "3" by the second lookup alone
+    # the identifiers column holds both signature keys: no field is read (a screen reads one only in
+    # place of a missing signature key)
     assert {c.record_id: c.document for x in got for c in x if c.document.partial} == {
-        "1": IndexDocument(T, "1", 3, {"title": "Switch fs105"}, signature={"models": ["fs105"], "title_codes": ["fs105"]},
-                           partial=True),
-        "4": IndexDocument(T, "4", 3, {"title": "Switch "}, signature={"models": [], "title_codes": []}, partial=True)}
+        "1": IndexDocument(T, "1", 3, {}, signature={"models": ["fs105"], "title_codes": ["fs105"]}, partial=True),
+        "4": IndexDocument(T, "4", 3, {}, signature={"models": [], "title_codes": []}, partial=True)}
     # a candidate some lookup needs is not asked about again
     assert [(i, rid) for i, rid, _, _ in asked] == [(0, "2"), (0, "3"), (0, "4"), (1, "1"), (1, "3")]
-    assert be.screened - screened0 == 4  # four candidates not cached, each read in part once
-    assert len(parses) == 4 * 2 + 2 * 4  # their two JSON parts; the two kept ones' four columns
+    assert be.screened - screened0 == 4 == be.screened_listed  # four candidates not cached, each read in part once
+    assert len(parses) == 4 * 1 + 2 * 4  # their identifiers; the two kept ones' four columns
     assert (await be.get(T, ["2"]))["2"] is next(c for c in got[0] if c.record_id == "2").document  # cached
     asked.clear()
     again = await be.candidates_many(T, queries[:1], screen=screen)  # "2" and "3" cached now: not asked
     assert [rid for _, rid, _, _ in asked] == ["4"] and not next(c for c in again[0] if c.record_id == "2").document.partial
-    assert be.screened - screened0 == 4 and len(parses) == 16  # "4"'s part came from the part cache
+    assert be.screened - screened0 == 4 and len(parses) == 12  # "4"'s part came from the part cache
     other = CandidateScreen(("title",), ("models",), keep)  # other keys: the part cache starts again
     await be.candidates_many(T, queries[:1], screen=other)
-    assert be.screened - screened0 == 5 and asked[-1][1:] == ("4", {"title": "Switch "}, {"models": []})
+    assert be.screened - screened0 == 5 and asked[-1][1:] == ("4", {}, {"models": []})
+
+    # Documents stored before migration 0022 (no identifiers), and one whose signature has no
+    # title_codes (signed before they existed): their parts come from the fields and signature, as the
+    # screen's keys name them, and keep sees what it saw before.
+    async with await psycopg.AsyncConnection.connect(fresh_db, autocommit=True) as c:
+        await c.execute("UPDATE nearsync.documents SET identifiers = NULL WHERE record_id IN ('1', '3')")
+    old = doc("4", 4, ["b1:a"], title="Switch gs108")
+    old.signature.update(models=["gs108"])
+    await be.write([old], [])
+    be._cache, be._part_cache, listed0 = DocumentCache(3), DocumentCache(3), be.screened_listed
+    asked.clear()
+    await be.candidates_many(T, queries[1:], screen=screen)
+    assert sorted((rid, f, sig) for _, rid, f, sig in asked) == [
+        ("1", {"title": "Switch fs105"}, {"models": ["fs105"], "title_codes": ["fs105"]}),
+        ("2", {}, {"models": ["fs108"], "title_codes": ["fs108"]}),
+        ("3", {"title": "Switch gs105"}, {"models": ["gs105"], "title_codes": ["gs105"]})]
+    asked.clear()
+    await be.candidates_many(T, [CandidateQuery(["b1:a"], {}, exclude_id="1")], screen=screen)
+    assert ("4", {"title": "Switch gs108"}, {"models": ["gs108"]}) in [a[1:] for a in asked]
+    assert be.screened_listed - listed0 == 1  # "2" alone had every key in its identifiers
 
 
 async def test_a_scope_without_members_and_no_lookups(be: PostgresBackend) -> None:

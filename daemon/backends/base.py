@@ -184,11 +184,13 @@ class CandidateScreen:
     catalogue on a few short values (their model numbers) alone.
 
     Attributes:
-        fields: the document fields ``keep`` reads. signature: the signature keys it reads.
+        fields: the document fields ``keep`` reads, each only in place of a signature key below that
+            the document lacks. signature: the signature keys it reads.
         keep: ``keep(query_index, document)`` -> whether query ``query_index``'s caller needs the
             whole document of that candidate; ``document`` is :attr:`IndexDocument.partial`, with
-            only the ``fields`` and ``signature`` keys above (those the document has). Pure; called
-            once per (query, candidate) whose document the backend does not already hold.
+            only the ``fields`` and ``signature`` keys above (those the document has; a backend may
+            leave the fields out of a document that has every one of the signature keys). Pure;
+            called once per (query, candidate) whose document the backend does not already hold.
     """
 
     fields: tuple[str, ...]

@@ -120,6 +120,8 @@ class PostgresBackend:
         benchmarks report it per record)."""
         self.screened = 0
         """Candidate documents read in part for a :class:`CandidateScreen` so far (:meth:`_document_parts`)."""
+        self.screened_listed = 0
+        """Of :attr:`screened`, those read from their ``identifiers`` column alone (migration 0022)."""
         self._written = 0
         self._analyze_at = ANALYZE_FIRST_AT
         idle_check = IdleCheck()  # ping on borrow only after 1 s idle (a round trip per borrow otherwise)
@@ -458,6 +460,12 @@ class PostgresBackend:
         part cache when it holds that version, else read (named query ``get_document_parts``,
         counted in :attr:`screened`) and kept there. Records deleted since are absent.
 
+        A document whose ``identifiers`` column (migration 0022: the signature's identifier lists)
+        holds every one of ``screen.signature`` comes with those keys alone and no fields (counted
+        in :attr:`screened_listed`): a screen reads a field only in place of a missing signature key
+        (:attr:`CandidateScreen.fields`), and the signature is not de-TOASTed. Any other comes with
+        the screen's fields and signature keys that it has.
+
         The part cache is a :class:`DocumentCache` of its own, as large as the document cache (a
         partial document is ~1 kB with its scorer's view, against ~7 kB for a whole one), and holds
         the parts of one screen's keys: a screen with other keys empties it first."""
@@ -483,11 +491,18 @@ class PostgresBackend:
                 rows = await cur.fetchall()
             loads = jsoncodec.loads
             self.screened += len(rows)
-            for rid, version, fields, sig in rows:
-                part = out[rid] = IndexDocument(table=table, record_id=rid, version=version,
-                                                fields=(loads(fields) if fields is not None else None) or {},
-                                                signature=(loads(sig) if sig is not None else None) or {},
-                                                partial=True)
+            keys = screen.signature
+            for rid, version, identifiers, fields, sig in rows:
+                if identifiers is not None:  # every one of the screen's signature keys: no field is read
+                    listed = loads(identifiers)
+                    part = IndexDocument(table=table, record_id=rid, version=version, fields={},
+                                         signature={k: listed[k] for k in keys}, partial=True)
+                    self.screened_listed += 1
+                else:
+                    part = IndexDocument(table=table, record_id=rid, version=version,
+                                         fields=(loads(fields) if fields is not None else None) or {},
+                                         signature=(loads(sig) if sig is not None else None) or {}, partial=True)
+                out[rid] = part
                 cache.put((table, rid, version), part)
         return out
 
