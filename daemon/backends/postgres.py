@@ -431,8 +431,9 @@ class PostgresBackend:
 
     async def _screen_pays(self, conn: psycopg.AsyncConnection[Any], table: str) -> bool:
         """Whether a :class:`CandidateScreen` pays on this index: when it holds more documents than
-        the document cache (the planner's row count of ``nearsync.documents``, or an exact count of
-        ``table``'s before the first ``ANALYZE``), rechecked every :data:`SCREEN_RECHECK_S`.
+        the document cache (the planner's row count of ``nearsync.documents``, or before the first
+        ``ANALYZE`` a count of ``table``'s up to one more than the cache holds: named query
+        ``count_documents_upto``), rechecked every :data:`SCREEN_RECHECK_S`.
 
         Where the cache holds the whole index each candidate is read whole at most once anyway, and
         reading it in part first only adds a statement and a read: on Abt-Buy (2,173 listings, a
@@ -446,8 +447,9 @@ class PostgresBackend:
             return known[1]
         row = await (await conn.execute(query("documents_reltuples"))).fetchone()
         documents = int(row[0]) if row else -1
-        if documents < 0:  # never analysed: a new (so small) index, counted exactly
-            row = await (await conn.execute(query("count_documents"), {"table": table})).fetchone()
+        if documents < 0:  # never analysed: counted, up to one more than the cache holds
+            row = await (await conn.execute(query("count_documents_upto"),
+                                            {"table": table, "limit": self._cache.max_documents + 1})).fetchone()
             documents = int(row[0]) if row else 0
         pays = documents > self._cache.max_documents
         self._screen_checked[table] = (now, pays)
