@@ -342,19 +342,21 @@ async def single_record_latency(dsn: str, worker: Any, ids: list[str], indexed: 
     pairs = 0
     phases = PhaseTimer(worker.handler)
     rows: list[tuple[float, dict[str, float], int]] = []
-    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-        await configure_session(conn)
-        pg0 = postgres_cpu_s(dsn)
-        for rid in ids:
-            c = Claimed("public.ads", rid, "U", 0, time.time(), 0)  # type: ignore[arg-type]
-            phases.reset()
-            t, c0 = time.perf_counter(), time.process_time()
-            res = await worker.handler.process(conn, [c])
-            lat.append((time.perf_counter() - t) * 1000)
-            cpu.append((time.process_time() - c0) * 1000)
-            pairs += res.counts.get("pairs", 0)
-            rows.append((lat[-1], dict(phases.ms), res.counts.get("pairs", 0)))
-        pg1 = postgres_cpu_s(dsn)
+    try:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+            await configure_session(conn)
+            pg0 = postgres_cpu_s(dsn)
+            for rid in ids:
+                c = Claimed("public.ads", rid, "U", 0, time.time(), 0)  # type: ignore[arg-type]
+                phases.reset()
+                t, c0 = time.perf_counter(), time.process_time()
+                res = await worker.handler.process(conn, [c])
+                lat.append((time.perf_counter() - t) * 1000)
+                cpu.append((time.process_time() - c0) * 1000)
+                pairs += res.counts.get("pairs", 0)
+                rows.append((lat[-1], dict(phases.ms), res.counts.get("pairs", 0)))
+            pg1 = postgres_cpu_s(dsn)
+    finally:
         phases.restore()
     print(f"single-record dedup latency with {indexed:,} indexed: p50 {pct(lat, 50):.1f} ms, p99 {pct(lat, 99):.1f} ms, "
           f"mean {statistics.mean(lat):.1f} ms over {len(lat)} records, {pairs / max(1, len(lat)):.1f} pairs scored "
@@ -366,45 +368,48 @@ async def single_record_latency(dsn: str, worker: Any, ids: list[str], indexed: 
 
 
 class PhaseTimer:
-    """Wall time of a dedup handler's phases per call of ``process``, by wrapping its methods on
-    the instance (the bench's own instrument; the handler is unchanged): ``lookup+score``
+    """Wall time of a dedup handler's phases per call of ``process``, by wrapping methods on the
+    instances (the bench's own instrument; the classes are unchanged): ``lookup+score``
     (:meth:`DedupHandler.score_records`: candidate lookup, reads and scoring, before the lock),
-    ``walk`` (:meth:`DedupHandler._parts`: the component walk and its links) and ``recluster``
-    (:meth:`DedupHandler._recluster`, the walk included); the rest of ``process`` (the batch's
-    documents, the lock, revalidation, the link writes) is the total minus those. ``ms`` holds
-    milliseconds per phase since :meth:`reset`; ``nodes`` the records the walk returned."""
+    ``walk`` (:meth:`DedupHandler._parts`: the component walk and its links), ``recluster``
+    (:meth:`DedupHandler._recluster`, the walk included), ``get`` (the backend's ``get``, all
+    calls) and ``score`` (:meth:`DedupHandler._score`, pairs re-scored); the rest of ``process``
+    (the batch's documents, the lock, revalidation, the link writes) is the total minus the first
+    three. ``ms`` holds milliseconds per phase since :meth:`reset`, and ``nodes`` (records the walk
+    returned), ``get_n`` (documents asked for) and ``score_n`` (pairs) their counts."""
 
     def __init__(self, handler: Any) -> None:
         self.handler = handler
         self.ms: dict[str, float] = {}
-        for attr, name in (("score_records", "lookup+score"), ("_parts", "walk"), ("_recluster", "recluster")):
-            setattr(handler, attr, self._timed(getattr(handler, attr), name))
-        self._get = handler.backend.get
-        handler.backend.get = self._timed(self._get, "get")
-        self._score = handler._score
-        handler._score = self._timed_sync(self._score, "score")
+        self._wrapped = [(handler, "score_records", self._timed(handler.score_records, "lookup+score")),
+                         (handler, "_parts", self._timed(handler._parts, "walk",
+                                                         "nodes", lambda args, out: sum(len(p.nodes) for p in out))),
+                         (handler, "_recluster", self._timed(handler._recluster, "recluster")),
+                         (handler.backend, "get", self._timed(handler.backend.get, "get", "get_n",
+                                                              lambda args, out: len(args[1]))),
+                         (handler, "_score", self._timed_sync(handler._score, "score", "score_n"))]
+        for obj, attr, wrapper in self._wrapped:
+            setattr(obj, attr, wrapper)
 
-    def _timed_sync(self, method: Any, name: str) -> Any:
-        def timed(*args: Any, **kw: Any) -> Any:
-            t = time.perf_counter()
-            try:
-                return method(*args, **kw)
-            finally:
-                self.ms[name] = self.ms.get(name, 0.0) + (time.perf_counter() - t) * 1000
-                self.ms[name + "_n"] = self.ms.get(name + "_n", 0.0) + 1
-        return timed
+    def _add(self, name: str, t0: float, count: str | None = None, n: float = 1) -> None:
+        self.ms[name] = self.ms.get(name, 0.0) + (time.perf_counter() - t0) * 1000
+        if count is not None:
+            self.ms[count] = self.ms.get(count, 0.0) + n
 
-    def _timed(self, method: Any, name: str) -> Any:
+    def _timed(self, method: Any, name: str, count: str | None = None,
+               amount: Any = lambda args, out: 1) -> Any:
         async def timed(*args: Any, **kw: Any) -> Any:
             t = time.perf_counter()
-            try:
-                out = await method(*args, **kw)
-            finally:
-                self.ms[name] = self.ms.get(name, 0.0) + (time.perf_counter() - t) * 1000
-            if name == "get":
-                self.ms["get_n"] = self.ms.get("get_n", 0.0) + len(args[1])
-            if name == "walk":
-                self.ms["nodes"] = self.ms.get("nodes", 0.0) + sum(len(p.nodes) for p in out)
+            out = await method(*args, **kw)
+            self._add(name, t, count, amount(args, out))
+            return out
+        return timed
+
+    def _timed_sync(self, method: Any, name: str, count: str) -> Any:
+        def timed(*args: Any, **kw: Any) -> Any:
+            t = time.perf_counter()
+            out = method(*args, **kw)
+            self._add(name, t, count)
             return out
         return timed
 
@@ -412,9 +417,9 @@ class PhaseTimer:
         self.ms = {}
 
     def restore(self) -> None:
-        for attr in ("score_records", "_parts", "_recluster", "_score"):
-            self.handler.__dict__.pop(attr, None)
-        self.handler.backend.get = self._get
+        """Remove the wrappers (the instances' own attributes): the class methods show again."""
+        for obj, attr, _ in self._wrapped:
+            obj.__dict__.pop(attr, None)
 
 
 def print_phase_split(rows: list[tuple[float, dict[str, float], int]]) -> None:
