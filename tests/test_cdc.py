@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from dataclasses import replace
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from daemon.capture.documents import DocumentBuilder
 from daemon.config import Settings
 from daemon.db.queries import query
 from daemon.capture.queue import INDEX_QUEUE, Claimed, Queue, hold_worker_lock, register_worker, relay
@@ -445,6 +447,8 @@ async def test_signature_pool_broken_by_a_killed_worker_builds_inline(settings: 
               "status": "active"}, i + 1) for i in range(40)]
     pool = SignaturePool(builder, workers=2, min_parallel=8)
     try:
+        pool.start()
+        await wait_until(lambda: _true(pool.ready), timeout=30)  # so the workers build the first batch
         first = await pool.build(rows)
         assert pool._pool is not None and len(first) == 40
         for proc in list(pool._pool._processes.values()):
@@ -457,6 +461,52 @@ async def test_signature_pool_broken_by_a_killed_worker_builds_inline(settings: 
         assert [d.keys for d in again] == [d.keys for d in first]  # type: ignore[union-attr]
         assert pool._pool is None  # closed; the next large batch starts a fresh one
         assert len(await pool.build(rows)) == 40 and pool._pool is not None
+    finally:
+        pool.close()
+
+
+_BUILT_HERE: list[str] = []  # threads of this process that built a batch (_RecordingBuilder)
+
+
+class _RecordingBuilder(DocumentBuilder):
+    """A document builder that notes, in this process's :data:`_BUILT_HERE`, the thread of each
+    non-empty build (a pool worker notes it in its own process's copy of the list)."""
+
+    def build_many(self, items):  # type: ignore[no-untyped-def]
+        if items:
+            _BUILT_HERE.append(threading.current_thread().name)
+        return super().build_many(items)
+
+
+def _recording_builder(builder: DocumentBuilder) -> _RecordingBuilder:
+    """``builder`` as a :class:`_RecordingBuilder` (same fields)."""
+    return _RecordingBuilder(**{f: getattr(builder, f) for f in builder.__dataclass_fields__})
+
+
+async def test_a_batch_before_the_pool_is_ready_is_built_on_a_thread_and_starts_the_pool(settings: Settings) -> None:
+    """A large batch that comes while the signature workers are still starting is built in the
+    daemon's process, on a thread, identical to what the workers build, and starts the pool; once
+    the pool is ready, batches go to its workers (none is built in this process)."""
+    from daemon.capture.documents import DocumentBuilder, SignaturePool
+    from daemon.service import open_source
+
+    builder = _recording_builder(DocumentBuilder.from_settings(settings, await open_source(settings)))
+    rows = [({"id": i, "user_id": "u1", "category": "tv", "title": f"Samsung UE{40 + i}H6200 LED TV",
+              "body": "Smart TV, two HDMI inputs.", "price": 499.0 + i, "lat": 48.85, "lon": 2.35,
+              "status": "active"}, i + 1) for i in range(40)]
+    pool = SignaturePool(builder, workers=2, min_parallel=8)
+    _BUILT_HERE.clear()
+    try:
+        assert not pool.ready and pool._pool is None
+        early = await pool.build(rows)
+        assert pool._pool is not None  # started by the batch
+        assert _BUILT_HERE and "MainThread" not in _BUILT_HERE
+        await wait_until(lambda: _true(pool.ready), timeout=30)
+        _BUILT_HERE.clear()
+        late = await pool.build(rows)
+        assert _BUILT_HERE == []  # built by the workers
+        _BUILT_HERE.clear()
+        assert early == late == builder.build_many(rows)
     finally:
         pool.close()
 

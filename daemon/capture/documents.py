@@ -10,6 +10,7 @@ import os
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -278,6 +279,7 @@ class SignaturePool:
         self.workers = workers
         self.min_parallel = min_parallel
         self._pool: Any = None
+        self._warming: list[Any] = []
 
     async def build(self, items: list[tuple[dict[str, Any], int]]) -> list[IndexDocument | RecordError]:
         """Documents (or RecordErrors) for ``(row, version)`` items, in order."""
@@ -298,14 +300,20 @@ class SignaturePool:
 
         Without a pool (``workers < 2``, e.g. plain sync), a batch of ``min_parallel`` rows or more
         is built on a thread, one part ahead of the caller: while the caller waits on the index
-        write of part N, part N + 1 is built (the write's CPU time is the database's).
+        write of part N, part N + 1 is built (the write's CPU time is the database's). So is a
+        batch that comes while the pool's workers are still starting (:attr:`ready` false; the
+        pool is started then if it was not): their forkserver imports the signature code, ~1 s on
+        a 2-core machine, and the first 500-row batch of ``nearsync evaluate`` waited 1.5 s for
+        it where building it on the thread takes ~0.3 s.
         """
         import asyncio
 
         if len(items) < self.min_parallel:
             yield self.builder.build_many(items)
             return
-        if self.workers < 2:
+        if self.workers >= 2 and not self.ready:
+            self.start()
+        if self.workers < 2 or not self.ready:
             size = max(1, chunk_rows)
             chunks = [items[i:i + size] for i in range(0, len(items), size)]
             loop = asyncio.get_running_loop()
@@ -355,14 +363,35 @@ class SignaturePool:
             return future
 
     def start(self) -> None:
-        """Start the worker processes now, in the background, rather than at the first large batch
-        (which would otherwise wait ~1 s for them to start and import the signature code). Does
-        nothing when the pool is disabled (``workers < 2``) or already started."""
+        """Start the worker processes now, on a thread of this process, and return at once, rather
+        than at the first large batch (which would otherwise wait ~1 s for them to start and import
+        the signature code); :attr:`ready` says when they have. Does nothing when the pool is
+        disabled (``workers < 2``) or already started."""
         if self.workers < 2 or self._pool is not None:
             return
         pool = self._executor()
-        for _ in range(self.workers):  # one task each: the workers are started on demand
-            pool.submit(self.builder.build_many, [])
+
+        def warm() -> None:
+            # One task each: the workers are started on demand. The first submit waits for the
+            # forkserver to import the signature code (~0.8 s), hence a thread of its own: on the
+            # daemon's event loop it held `nearsync run`'s start and every batch meanwhile.
+            try:
+                warming = [pool.submit(self.builder.build_many, []) for _ in range(self.workers)]
+            except Exception as e:  # noqa: BLE001 - a broken or shut pool: ready, so the next batch finds out
+                failed: Future[Any] = Future()
+                failed.set_exception(e)
+                warming = [failed]
+            if self._pool is pool:  # not closed (a broken pool replaced) meanwhile
+                self._warming = warming
+
+        threading.Thread(target=warm, name="nearsync-signature-pool-start", daemon=True).start()
+
+    @property
+    def ready(self) -> bool:
+        """True once the pool's start-up tasks (:meth:`start`) have run: its forkserver has
+        imported the signature code and its workers take batches without a start-up wait. False
+        for no pool, or a pool created without :meth:`start`."""
+        return self._pool is not None and bool(self._warming) and all(f.done() for f in self._warming)
 
     def _executor(self) -> Any:
         """The process pool, created on first use. Its forkserver imports this module (and so the
@@ -382,4 +411,5 @@ class SignaturePool:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
+            self._warming = []
 
