@@ -133,12 +133,17 @@ async def cmd_run(args: argparse.Namespace) -> int:
     settings = _settings(args)
     async with opened_backend(settings, wait=True) as backend:
         indexer = await when_available("database", lambda: build_indexer(settings, backend))
-        if indexer.signer is not None:
-            indexer.signer.start()  # the first large batch need not wait for the workers to start
         indexer.loop.install_signal_handlers()
         async with serving(indexer.loop, settings, backend, indexer.table.name):
+            # Once the metrics port is bound (a taken one ends the process, and a forkserver it
+            # left half started would print a traceback), so the first large batch need not wait
+            # for the workers to start: they start on a thread while the loop runs.
+            indexer.signer.start()
             heap.settle()
-            await indexer.loop.run()
+            try:
+                await indexer.loop.run()
+            finally:
+                indexer.signer.close()
     return 0
 
 
@@ -295,15 +300,21 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     print precision/recall/F1, candidate recall and the effective settings as JSON; or, with
     ``--feedback``, export moderators' decisions as labelled pairs. Raises :class:`ConfigError`
     (exit 2) naming the option for a missing ``--pairs``/``--dsn``, a bad ``--delimiter`` or an
-    unreadable ``--config``. Returns exit code 0."""
+    unreadable ``--config``, before any server is started. Returns exit code 0.
 
-    from daemon.evaluation.datasets import abt_buy, default_data_dir, parse_mapping
-    from daemon.evaluation.evaluate import evaluate, export_feedback, load_labelled
+    The throwaway server (no ``--dsn``) is started in the background once the options are
+    checked, so its ``initdb`` runs while the evaluation code is imported and the CSVs are read
+    (~1 s), and in memory (``/dev/shm``) when there is room for it
+    (:func:`~daemon.evaluation.datasets.throwaway_memory_bytes`)."""
+
+    from daemon.evaluation.datasets import abt_buy, default_data_dir, parse_mapping, throwaway_memory_bytes
     from daemon.profiles import DEFAULT_PROFILE, profile_name
 
     if args.feedback:
         if not args.dsn:
             raise ConfigError("--dsn", "--feedback reads the decisions from a database: give its --dsn")
+        from daemon.evaluation.evaluate import export_feedback
+
         n = export_feedback(args.dsn, args.feedback)
         print(f"wrote {n} labelled pair(s) to {args.feedback}")
         return 0
@@ -313,46 +324,76 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         mapping = parse_mapping(args.map) or {"title": "title", "body": "body", "price": "price"}
         if len(args.delimiter) != 1:
             raise ConfigError("--delimiter", f"must be one character, got {args.delimiter!r}")
-        ds = load_labelled(args.records, args.pairs, mapping=mapping, id_column=args.id, encoding=args.encoding,
-                           source_column=args.source_column, delimiter=args.delimiter)
+        data = None
     else:
         data = default_data_dir()
         if data is None or not (data / "abt-buy").is_dir():
             raise ConfigError("--records", "no --records given and ../shared/data/abt-buy not found")
-        ds = abt_buy(data)
         if args.profile is None:
             args.profile = "products"  # the shipped set is two shops' product listings
-    config: dict[str, Any] = {}
-    if args.config:
-        import tomllib
+    config, index_options = _evaluation_config(args)
+    profile = profile_name(args.profile or DEFAULT_PROFILE, "--profile")
+    server = None
+    if not args.dsn:
         from pathlib import Path
 
-        try:
-            loaded = tomllib.loads(Path(args.config).read_text())
-        except OSError as e:
-            raise ConfigError("--config", f"cannot read {args.config}: {e.strerror or e}") from None
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError("--config", f"{args.config} is not valid TOML: {e}") from None
-        config = {k: v for k, v in loaded.items() if k in ("signatures", "dedup")}
-        config["dedup"] = dict(config.get("dedup") or {})
-        file_profile = config["dedup"].pop("profile", None)
-        if args.profile is None and file_profile is not None:
-            args.profile = file_profile
-        index = loaded.get("index")
-        if index is not None and not isinstance(index, dict):
-            raise ConfigError("index", "must be a table")
-        index_options = dict(index or {})
-        file_backend = index_options.pop("backend", None)
-        if args.backend is None and file_backend is not None:
-            args.backend = file_backend
-    else:
-        index_options = {}
-    report = evaluate(ds, profile=profile_name(args.profile or DEFAULT_PROFILE, "--profile"), config=config,
-                      dsn=args.dsn, backend=args.backend or "postgres", index_options=index_options,
-                      out_dir=args.out, baselines=not args.no_baselines, progress=not args.json_only)
+        from daemon.db.throwaway import ThrowawayPostgres
+
+        inputs = [Path(f) for f in args.records] if data is None else sorted((data / "abt-buy").glob("*.csv"))
+        server = ThrowawayPostgres(fast=True, memory_bytes=throwaway_memory_bytes(inputs))
+        server.start_in_background()
+    try:
+        from daemon.evaluation.evaluate import evaluate, load_labelled
+
+        if data is None:
+            ds = load_labelled(args.records, args.pairs, mapping=mapping, id_column=args.id, encoding=args.encoding,
+                               source_column=args.source_column, delimiter=args.delimiter)
+        else:
+            ds = abt_buy(data)
+        report = evaluate(ds, profile=profile, config=config,
+                          dsn=args.dsn, backend=args.backend or "postgres", index_options=index_options,
+                          out_dir=args.out, baselines=not args.no_baselines, progress=not args.json_only,
+                          server=server)
+    finally:
+        if server is not None:
+            server.stop()
     report.pop("_examples", None)
     print(json.dumps(report, indent=2, default=str))
     return 0
+
+
+def _evaluation_config(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ``[signatures]`` and ``[dedup]`` tables of ``--config`` (``{}`` without it) and its
+    ``[index]`` options; a ``[dedup] profile`` or ``[index] backend`` there fills ``args.profile``
+    / ``args.backend`` when the command line left them unset.
+
+    Raises:
+        ConfigError: ``--config`` unreadable or not TOML, or its ``index`` not a table.
+    """
+    if not args.config:
+        return {}, {}
+    import tomllib
+    from pathlib import Path
+
+    try:
+        loaded = tomllib.loads(Path(args.config).read_text())
+    except OSError as e:
+        raise ConfigError("--config", f"cannot read {args.config}: {e.strerror or e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError("--config", f"{args.config} is not valid TOML: {e}") from None
+    config: dict[str, Any] = {k: v for k, v in loaded.items() if k in ("signatures", "dedup")}
+    config["dedup"] = dict(config.get("dedup") or {})
+    file_profile = config["dedup"].pop("profile", None)
+    if args.profile is None and file_profile is not None:
+        args.profile = file_profile
+    index = loaded.get("index")
+    if index is not None and not isinstance(index, dict):
+        raise ConfigError("index", "must be a table")
+    index_options = dict(index or {})
+    file_backend = index_options.pop("backend", None)
+    if args.backend is None and file_backend is not None:
+        args.backend = file_backend
+    return config, index_options
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

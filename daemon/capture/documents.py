@@ -280,6 +280,7 @@ class SignaturePool:
         self.min_parallel = min_parallel
         self._pool: Any = None
         self._warming: list[Any] = []
+        self._warmer: threading.Thread | None = None
 
     async def build(self, items: list[tuple[dict[str, Any], int]]) -> list[IndexDocument | RecordError]:
         """Documents (or RecordErrors) for ``(row, version)`` items, in order."""
@@ -384,7 +385,8 @@ class SignaturePool:
             if self._pool is pool:  # not closed (a broken pool replaced) meanwhile
                 self._warming = warming
 
-        threading.Thread(target=warm, name="nearsync-signature-pool-start", daemon=True).start()
+        self._warmer = threading.Thread(target=warm, name="nearsync-signature-pool-start", daemon=True)
+        self._warmer.start()
 
     @property
     def ready(self) -> bool:
@@ -407,7 +409,11 @@ class SignaturePool:
         return self._pool
 
     def close(self) -> None:
-        """Shut the worker processes down."""
+        """Shut the worker processes down, after a start begun by :meth:`start` has finished
+        (up to 30 s)."""
+        if self._warmer is not None:  # a forkserver left half started prints a traceback at exit
+            self._warmer.join(timeout=30)
+            self._warmer = None
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
