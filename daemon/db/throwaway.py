@@ -5,6 +5,11 @@ Binaries are taken, in order, from ``NEARSYNC_PG_BINDIR``, ``pg_config --bindir`
 dependency), so a fresh machine needs nothing but ``pip``. ``initdb`` refuses to run as root, so when
 we are root the cluster is owned and run by an unprivileged user (``postgres`` if it exists, else
 ``nobody``). Users with their own server pass a DSN instead and never touch this module.
+
+A cluster goes in a new directory under ``NEARSYNC_THROWAWAY_DIR`` when that is set, else under
+``/dev/shm`` (memory) when the caller says how much room it needs there and that much is free,
+else under the temp dir. On this 2-core machine ``initdb`` took 0.6-0.8 s in memory against
+2.0-2.3 s on its ext4 disk, where creating each of a cluster's ~970 files cost ~0.5 ms.
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,6 +82,32 @@ def find_bindir() -> Path:
     )
 
 
+THROWAWAY_DIR_ENV = "NEARSYNC_THROWAWAY_DIR"
+MEMORY_DIR = Path("/dev/shm")
+
+
+def cluster_parent(memory_bytes: int = 0) -> Path | None:
+    """The directory to create a new cluster's directory in: ``NEARSYNC_THROWAWAY_DIR`` when set;
+    else, for ``memory_bytes`` > 0, ``/dev/shm`` when it is a writable directory with at least
+    ``memory_bytes`` bytes free (a container's is often 64 MB); else ``None``, the temp dir
+    (``TMPDIR`` or ``/tmp``).
+
+    Raises:
+        PgServerError: ``NEARSYNC_THROWAWAY_DIR`` names no directory.
+    """
+    env = os.environ.get(THROWAWAY_DIR_ENV)
+    if env:
+        if not Path(env).is_dir():
+            raise PgServerError(f"{THROWAWAY_DIR_ENV}={env} is not a directory")
+        return Path(env)
+    if memory_bytes > 0 and MEMORY_DIR.is_dir() and os.access(MEMORY_DIR, os.W_OK | os.X_OK):
+        with contextlib.suppress(OSError):
+            st = os.statvfs(MEMORY_DIR)
+            if st.f_bavail * st.f_frsize >= memory_bytes:
+                return MEMORY_DIR
+    return None
+
+
 def free_port() -> int:
     """Return a TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket() as s:
@@ -101,17 +134,25 @@ class ThrowawayPostgres:
             server's account when running as root.
         fast: turn off ``fsync`` and ``full_page_writes`` (tests and demo; data is throwaway).
         settings: extra ``postgres -c`` settings.
+        memory_bytes: without ``base_dir``, put the cluster in memory (``/dev/shm``) when at
+            least this many bytes are free there (:func:`cluster_parent`); 0 (default): on disk.
+            Memory is not given back until :meth:`stop`, so pass a generous bound of what the
+            cluster will hold, WAL included.
 
     Use as a context manager, or call :meth:`start` / :meth:`stop`. ``dsn`` is a libpq URI.
+    :meth:`start_in_background` lets ``initdb`` (0.6-2.3 s on a 2-core machine, see the module's
+    docstring) run while the caller does other work; :meth:`start` then waits for it.
     """
 
     base_dir: Path | None = None
     fast: bool = True
     settings: dict[str, str] = field(default_factory=dict)
+    memory_bytes: int = 0
     port: int = 0
     dsn: str = ""
     _owned_dir: bool = False
     _bindir: Path | None = None
+    _starting: Future[str] | None = None
 
     @property
     def data_dir(self) -> Path:
@@ -133,15 +174,40 @@ class ThrowawayPostgres:
             raise PgServerError(f"{Path(args[0]).name} failed ({proc.returncode}): {proc.stderr.strip() or proc.stdout.strip()}")
         return proc
 
+    def start_in_background(self) -> None:
+        """Begin :meth:`start` on a thread of its own and return at once. The next :meth:`start`
+        waits for that start and returns its DSN or raises its error; :meth:`stop` waits for it
+        too. ``initdb`` and ``pg_ctl`` are processes of their own, so on a second core they do not
+        slow the caller's thread (``nearsync evaluate`` imports its code and reads its CSVs
+        meanwhile, ~0.8 s). Does nothing when a start has already begun."""
+        if self._starting is not None or self.dsn:
+            return
+        future: Future[str] = Future()
+
+        def run() -> None:
+            try:
+                future.set_result(self._start_now())
+            except BaseException as e:  # noqa: BLE001 - handed to whoever calls start()
+                future.set_exception(e)
+
+        self._starting = future
+        threading.Thread(target=run, name="nearsync-throwaway-start", daemon=True).start()
+
     def start(self) -> str:
-        """Initialise (first time) and start the server; returns its DSN.
+        """Initialise (first time) and start the server; returns its DSN. After
+        :meth:`start_in_background`, waits for that start instead.
 
         Raises:
             PgServerError: binaries missing, ``initdb`` or ``pg_ctl start`` failed (log tail included).
         """
+        if self._starting is not None:
+            return self._starting.result()
+        return self._start_now()
+
+    def _start_now(self) -> str:
         self._bindir = find_bindir()
         if self.base_dir is None:
-            self.base_dir = Path(tempfile.mkdtemp(prefix="nearsync-pg-"))
+            self.base_dir = Path(tempfile.mkdtemp(prefix="nearsync-pg-", dir=cluster_parent(self.memory_bytes)))
             self._owned_dir = True
         self.base_dir.mkdir(parents=True, exist_ok=True)
         user = _run_as()
@@ -176,7 +242,11 @@ class ThrowawayPostgres:
             raise PgServerError(f"pg_ctl start failed: {proc.stderr.strip()}\n{tail}")
 
     def stop(self, mode: str = "fast", *, remove: bool = True) -> None:
-        """Stop the server (``mode``: smart, fast or immediate) and remove a temp dir we created."""
+        """Stop the server (``mode``: smart, fast or immediate) and remove a temp dir we created.
+        A start begun by :meth:`start_in_background` is waited for first (its error ignored)."""
+        if self._starting is not None:
+            self._starting.exception()  # waits; a failed start leaves only its directory to remove
+            self._starting = None
         if self._bindir is not None and self.base_dir is not None and (self.data_dir / "postmaster.pid").exists():
             self._cmd([str(self._bindir / "pg_ctl"), "-D", str(self.data_dir), "-m", mode, "-w", "stop"], check=False)
         if remove and self._owned_dir and self.base_dir is not None:

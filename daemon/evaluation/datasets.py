@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import os
@@ -50,6 +51,26 @@ def default_data_dir() -> Path | None:
         if candidate.is_dir():
             return candidate
     return None
+
+
+THROWAWAY_BASE_BYTES = 2 << 30
+THROWAWAY_BYTES_PER_INPUT_BYTE = 100
+
+
+def throwaway_memory_bytes(files: list[Path]) -> int:
+    """The memory (bytes) to ask for a throwaway cluster that will hold the records of the CSV
+    ``files``, so that it goes to ``/dev/shm`` only when that much is free there
+    (:class:`daemon.db.throwaway.ThrowawayPostgres`'s ``memory_bytes``): 2 GiB (PostgreSQL's
+    default ``max_wal_size`` of 1 GB of WAL, the ~40 MB of a new cluster, slack) plus 100 bytes per
+    byte of input. Abt-Buy's 0.5 MB of CSV left a 23 MB database and an 80 MB data directory
+    after ``evaluate`` (2026-11-29): 47 and 160 per input byte, so the bound is generous.
+    A file that cannot be read counts as empty (reading it reports the error).
+    """
+    size = 0
+    for f in files:
+        with contextlib.suppress(OSError):
+            size += Path(f).stat().st_size
+    return THROWAWAY_BASE_BYTES + THROWAWAY_BYTES_PER_INPUT_BYTE * size
 
 
 def parse_mapping(text: str | None) -> dict[str, str]:

@@ -18,7 +18,7 @@ import psycopg
 
 from daemon.backends.base import IndexBackend
 from daemon.config import Settings, redact_dsn, settings_from_mapping
-from daemon.evaluation.datasets import Dataset, Record, abt_buy, default_data_dir
+from daemon.evaluation.datasets import Dataset, Record, abt_buy, default_data_dir, throwaway_memory_bytes
 from daemon.evaluation.generator import generate_ads
 from daemon.evaluation.loader import copy_ads, key_to_id
 from daemon.logs import configure_logging
@@ -148,17 +148,29 @@ async def _live_insert(conn: psycopg.AsyncConnection[Any], rec: Record) -> str:
 
 def run_demo(*, data_dir: str | None = None, limit: int | None = None, dsn: str | None = None,
              backend: str | None = None) -> int:
-    """Run the demo; returns the exit code (0 on success)."""
+    """Run the demo; returns the exit code (0 on success).
+
+    Each throwaway server (the demo's, then the evaluation's) is started in the background ahead
+    of its use (:meth:`ThrowawayPostgres.start_in_background`): the first while the data is read,
+    the second while the first stops; both in memory (``/dev/shm``) when there is room
+    (:func:`~daemon.evaluation.datasets.throwaway_memory_bytes`)."""
     configure_logging("warning")
-    ds, note = load_dataset(data_dir, limit)
-    _say("nearsync demo")
-    _say(f"data: {note}")
+    data_path = Path(data_dir) if data_dir else default_data_dir()
+    inputs = sorted((data_path / "abt-buy").glob("*.csv")) if data_path else []
+    memory = throwaway_memory_bytes(inputs)  # generated ads: a few MB, within the 2 GiB base
     server: ThrowawayPostgres | None = None
+    if dsn is None:
+        server = ThrowawayPostgres(fast=True, memory_bytes=memory)
+        server.start_in_background()
+    eval_server = ThrowawayPostgres(fast=True, memory_bytes=memory)
     try:
-        if dsn is None:
-            server = ThrowawayPostgres(fast=True)
+        ds, note = load_dataset(data_dir, limit)
+        _say("nearsync demo")
+        _say(f"data: {note}")
+        if server is not None:
             dsn = server.start()
             _say(f"started a throwaway PostgreSQL at {redact_dsn(dsn)} (data in {server.base_dir})")
+        assert dsn is not None
         settings = settings_from_mapping({
             "database": {"dsn": dsn}, "source": {"create_reference_table": True},
             "daemon": {"poll_interval_s": 1.0, "batch_size": 1000},
@@ -175,12 +187,17 @@ def run_demo(*, data_dir: str | None = None, limit: int | None = None, dsn: str 
         _say(f"migrated to revision {rev['to']}: nearsync schema, triggers on {TABLE}")
         _say("")
         asyncio.run(_demo(settings, ds))
+        eval_server.start_in_background()  # not during the demo: its latencies are shown
+        if server is not None:
+            server.stop()
+            server = None
+        _say("\nevaluation: the real pipeline on the same data in a fresh throwaway database, flags and clusters "
+             "compared with the true pairs (nearsync evaluate)...")
+        report = evaluate(ds, profile="products", backend=backend or "postgres", progress=False, server=eval_server)
     finally:
         if server is not None:
             server.stop()
-    _say("\nevaluation: the real pipeline on the same data in a fresh throwaway database, flags and clusters "
-         "compared with the true pairs (nearsync evaluate)...")
-    report = evaluate(ds, profile="products", backend=backend or "postgres", progress=False)
+        eval_server.stop()
     _print_report(report)
     return 0
 

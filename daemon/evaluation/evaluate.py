@@ -214,6 +214,7 @@ async def _run_pipeline(settings: Settings, ds: Dataset, *, progress: bool) -> _
 
     async with opened_backend(settings) as backend:
         indexer = await build_indexer(settings, backend)
+        indexer.signer.start()  # as `nearsync run` does; the batches before it is ready are built inline
         worker = await build_worker(settings, backend)
         worker.handler.observer = observe  # type: ignore[attr-defined]
         tasks = [asyncio.create_task(indexer.loop.run())]
@@ -390,9 +391,14 @@ def effective_settings(settings: Settings) -> dict[str, Any]:
 @heap.settled()
 def evaluate(ds: Dataset, *, profile: str = DEFAULT_PROFILE, config: dict[str, Any] | None = None,
              dsn: str | None = None, backend: str = "postgres", out_dir: str | None = None, baselines: bool = True,
-             progress: bool = True, index_options: dict[str, Any] | None = None) -> dict[str, Any]:
+             progress: bool = True, index_options: dict[str, Any] | None = None,
+             server: ThrowawayPostgres | None = None) -> dict[str, Any]:
     """Run the pipeline on ``ds`` as ``nearsync dedup`` would with ``profile`` and ``config``
     (:func:`evaluation_mapping`) and return the report (JSON-serialisable).
+
+    Without ``dsn`` it runs on a throwaway server: ``server`` when given (one the caller began
+    with :meth:`~daemon.db.throwaway.ThrowawayPostgres.start_in_background`, so ``initdb`` ran
+    while the data was read), else a new one. Either is stopped and removed on return.
 
     Report keys: ``profile``, ``settings`` (:func:`effective_settings`); pair figures against the
     transitive closure of the true pairs, each ``{precision, recall, f1, predicted_pairs,
@@ -413,10 +419,11 @@ def evaluate(ds: Dataset, *, profile: str = DEFAULT_PROFILE, config: dict[str, A
     """
     cfg = evaluation_mapping(ds, profile=profile, config=config)
     has_source = any(r.fields.get("source") for r in ds.records)
-    server = None
+    if dsn is not None:
+        server = None
     try:
         if dsn is None:
-            server = ThrowawayPostgres(fast=True)
+            server = server or ThrowawayPostgres(fast=True)
             dsn = server.start()
         base = {"database": {"dsn": dsn}, "daemon": {"poll_interval_s": 0.5, "batch_size": 500},
                 "index": {"backend": backend, **evaluation_index_options(backend, len(ds.records), index_options)},
