@@ -1,8 +1,9 @@
 """Benchmark of the CDC core (a script, not a test): prints figures and ratios.
 
 * realtime latency from COMMIT to visible in the index: the daemon's start-to-ready time, the first
-  insert once it is ready (cold start), p50/p99 over N single-row inserts after that (steady
-  state), and one insert after ``--idle-s`` seconds of idleness (with ``--drop-caches``, after
+  insert once it is ready (cold start), p50/p99 over N single-row inserts after that and
+  ``--settle-s`` seconds (steady state: the daemon starts its signature workers once ready, ~1 s of
+  CPU on the same cores), and one insert after ``--idle-s`` seconds of idleness (with ``--drop-caches``, after
   the kernel's page cache was dropped, as this machine class does to idle processes within
   minutes);
 * batch throughput for a 10,000-row and a 100,000-row transaction (rows/s, COMMIT to all indexed),
@@ -255,13 +256,15 @@ def drop_page_cache() -> bool:
 
 
 def bench_latency(conn: psycopg.Connection, dsn: str, n: int, idle_s: float = 0.0,
-                  drop_caches: bool = False, target: SearchTarget | None = None) -> dict[str, float]:
+                  drop_caches: bool = False, target: SearchTarget | None = None,
+                  settle_s: float = 0.0) -> dict[str, float]:
     """COMMIT-to-indexed latency of single-row inserts in realtime mode, cold start apart (with a
     search ``target``: COMMIT to visible to search, each insert waited for before the next).
 
     Returns:
         ``{"ready_s": daemon start to /readyz 200 (s), "first_ms": the first insert once ready,
-        "n", "p50_ms", "p99_ms", "max_ms", "mean_ms": the ``n`` inserts after it (20 ms apart),
+        "n", "p50_ms", "p99_ms", "max_ms", "mean_ms": the ``n`` inserts after it and ``settle_s``
+        seconds (20 ms apart),
         "idle_ms": one insert after ``idle_s`` idle seconds (NaN when ``idle_s`` is 0),
         "caches_dropped": whether the page cache was dropped before it}``.
     """
@@ -277,6 +280,7 @@ def bench_latency(conn: psycopg.Connection, dsn: str, n: int, idle_s: float = 0.
         rows = conn.execute(f"SELECT {COLS} FROM staging LIMIT %s", (n + 2,)).fetchall()
         conn.commit()
         first_ms = _latency_ms(conn, *_insert_one(conn, rows[0]), target=target)
+        time.sleep(settle_s)
         if target is not None and target.url:
             lat = []
             for row in rows[1:n + 1]:
@@ -368,6 +372,8 @@ def main() -> None:
     ap.add_argument("--latency-n", type=int, default=200)
     ap.add_argument("--idle-s", type=float, default=30.0,
                     help="idle seconds before the after-idle insert (0: skip it; default 30)")
+    ap.add_argument("--settle-s", type=float, default=3.0,
+                    help="seconds between the first insert and the steady-state ones (default 3)")
     ap.add_argument("--drop-caches", action="store_true",
                     help="drop the kernel's page cache before the after-idle insert (needs root)")
     ap.add_argument("--sizes", default="10000,100000")
@@ -400,10 +406,12 @@ def main() -> None:
             print(f"trigger overhead, 1,000 single-row transactions: {ov['single_ads_s']:.2f} s vs "
                   f"{ov['single_ads_plain_s']:.2f} s -> {ov['single_ratio']:.2f}x", flush=True)
             if args.latency_n > 0:
-                lat = bench_latency(conn, server.dsn, args.latency_n, args.idle_s, args.drop_caches, target)
+                lat = bench_latency(conn, server.dsn, args.latency_n, args.idle_s, args.drop_caches, target,
+                                    settle_s=args.settle_s)
                 print(f"realtime cold start: daemon ready {lat['ready_s']:.2f} s after spawn; first insert "
                       f"COMMIT->indexed {lat['first_ms']:.1f} ms", flush=True)
-                print(f"realtime steady state, COMMIT->indexed over {lat['n']} single-row inserts: p50 "
+                print(f"realtime steady state ({args.settle_s:g} s after it), COMMIT->indexed over {lat['n']} "
+                      f"single-row inserts: p50 "
                       f"{lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms, max {lat['max_ms']:.1f} ms "
                       f"(targets 25 / 100 ms; load {os.getloadavg()[0]:.2f})", flush=True)
                 if args.idle_s > 0:
