@@ -304,8 +304,9 @@ class SignaturePool:
         write of part N, part N + 1 is built (the write's CPU time is the database's). So is a
         batch that comes while the pool's workers are still starting (:attr:`ready` false; the
         pool is started then if it was not): their forkserver imports the signature code, ~1 s on
-        a 2-core machine, and the first 500-row batch of ``nearsync evaluate`` waited 1.5 s for
-        it where building it on the thread takes ~0.3 s.
+        a 2-core machine. The first 500-row batch of ``nearsync evaluate`` (Abt-Buy) took 1.5 s
+        waiting for the workers, and 0.8-0.9 s built on the thread (two lanes at once, beside the
+        forkserver's imports).
         """
         import asyncio
 
