@@ -147,6 +147,7 @@ async def build_indexer(settings: Settings, backend: IndexBackend) -> Indexer:
         require_signatures(settings, "the dedup queue (dedup.enabled = true)")
     table = await open_source(settings)
     builder = DocumentBuilder.from_settings(settings, table)
+    builder.warm()  # the signature code's first-call costs (~130 ms) before ready, not on the first insert
     builder = replace(builder, encoder=backend.document_encoder)  # run with the signatures
     write_rows = preferred_write_rows(backend) if builder.signed else None
     handler = IndexHandler(table, builder, backend, settings.daemon.chunk_rows_for(signed=builder.signed,

@@ -483,6 +483,25 @@ def _recording_builder(builder: DocumentBuilder) -> _RecordingBuilder:
     return _RecordingBuilder(**{f: getattr(builder, f) for f in builder.__dataclass_fields__})
 
 
+async def test_warming_a_builder_changes_no_document(settings: Settings) -> None:
+    """``DocumentBuilder.warm`` (run before the daemon is ready) signs a made-up record and keeps
+    nothing of it: the documents built after it are those of a builder never warmed, signed
+    and in plain sync alike."""
+    from daemon.service import open_source
+
+    table = await open_source(settings)
+    rows = [({"id": i, "user_id": "u1", "category": "tv", "title": f"LG {32 + i}LH500D LED TV",
+              "body": "HD ready, one HDMI input.", "price": 199.0 + i, "lat": None, "lon": None,
+              "status": "active"}, i + 1) for i in range(5)]
+    for signed in (True, False):
+        cold = replace(DocumentBuilder.from_settings(settings, table), signed=signed)
+        warmed = replace(DocumentBuilder.from_settings(settings, table), signed=signed)
+        warmed.warm()
+        built = warmed.build_many(rows)
+        assert built == cold.build_many(rows)
+        assert all(d.keys for d in built) if signed else all(not d.keys for d in built)  # type: ignore[union-attr]
+
+
 async def test_a_batch_before_the_pool_is_ready_is_built_on_a_thread_and_starts_the_pool(settings: Settings) -> None:
     """A large batch that comes while the signature workers are still starting is built in the
     daemon's process, on a thread, identical to what the workers build, and starts the pool; once
