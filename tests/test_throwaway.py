@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from daemon.db.throwaway import MEMORY_DIR, THROWAWAY_DIR_ENV, PgServerError, ThrowawayPostgres, cluster_parent
+from daemon.db.throwaway import (MEMORY_DIR, THROWAWAY_DIR_ENV, PgServerError, ThrowawayPostgres, available_memory,
+                                 cluster_parent)
 
 
 def _system_id(dsn: str) -> int:
@@ -28,6 +30,11 @@ def test_where_a_cluster_goes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert cluster_parent(1 << 60) is None  # more than any /dev/shm has free
     if MEMORY_DIR.is_dir():
         assert cluster_parent(1) == MEMORY_DIR
+        available = available_memory()
+        if available is not None:  # room in /dev/shm is not enough without the memory to back it
+            free = os.statvfs(MEMORY_DIR).f_bavail * os.statvfs(MEMORY_DIR).f_frsize
+            if available // 2 + 1 <= free:
+                assert cluster_parent(available // 2 + 1) is None
     monkeypatch.setenv(THROWAWAY_DIR_ENV, str(tmp_path))
     assert cluster_parent(1) == tmp_path
     monkeypatch.setenv(THROWAWAY_DIR_ENV, str(tmp_path / "missing"))

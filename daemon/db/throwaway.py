@@ -86,11 +86,29 @@ THROWAWAY_DIR_ENV = "NEARSYNC_THROWAWAY_DIR"
 MEMORY_DIR = Path("/dev/shm")
 
 
+def available_memory() -> int | None:
+    """Bytes of memory this process could still use: the smaller of ``MemAvailable`` in
+    ``/proc/meminfo`` and, under a cgroup v2 limit, ``memory.max`` minus ``memory.current`` of
+    ``/sys/fs/cgroup`` (files in ``/dev/shm`` count against both). ``None`` when neither can be
+    read (not Linux)."""
+    found: list[int] = []
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                found.append(int(line.split()[1]) * 1024)
+    with contextlib.suppress(OSError, ValueError):
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit != "max":
+            found.append(int(limit) - int(Path("/sys/fs/cgroup/memory.current").read_text()))
+    return min(found) if found else None
+
+
 def cluster_parent(memory_bytes: int = 0) -> Path | None:
     """The directory to create a new cluster's directory in: ``NEARSYNC_THROWAWAY_DIR`` when set;
     else, for ``memory_bytes`` > 0, ``/dev/shm`` when it is a writable directory with at least
-    ``memory_bytes`` bytes free (a container's is often 64 MB); else ``None``, the temp dir
-    (``TMPDIR`` or ``/tmp``).
+    ``memory_bytes`` bytes free (a container's is often 64 MB) and at least twice that is
+    available to this process (:func:`available_memory`: a ``/dev/shm`` sized by the host can be
+    larger than a container's memory limit); else ``None``, the temp dir (``TMPDIR`` or ``/tmp``).
 
     Raises:
         PgServerError: ``NEARSYNC_THROWAWAY_DIR`` names no directory.
@@ -103,7 +121,8 @@ def cluster_parent(memory_bytes: int = 0) -> Path | None:
     if memory_bytes > 0 and MEMORY_DIR.is_dir() and os.access(MEMORY_DIR, os.W_OK | os.X_OK):
         with contextlib.suppress(OSError):
             st = os.statvfs(MEMORY_DIR)
-            if st.f_bavail * st.f_frsize >= memory_bytes:
+            available = available_memory()
+            if st.f_bavail * st.f_frsize >= memory_bytes and (available is None or available >= 2 * memory_bytes):
                 return MEMORY_DIR
     return None
 
