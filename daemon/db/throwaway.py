@@ -22,10 +22,9 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -201,16 +200,9 @@ class ThrowawayPostgres:
         meanwhile, ~0.8 s). Does nothing when a start has already begun."""
         if self._starting is not None or self.dsn:
             return
-        future: Future[str] = Future()
-
-        def run() -> None:
-            try:
-                future.set_result(self._start_now())
-            except BaseException as e:  # noqa: BLE001 - handed to whoever calls start()
-                future.set_exception(e)
-
-        self._starting = future
-        threading.Thread(target=run, name="nearsync-throwaway-start", daemon=True).start()
+        starter = ThreadPoolExecutor(1, thread_name_prefix="nearsync-throwaway-start")
+        self._starting = starter.submit(self._start_now)
+        starter.shutdown(wait=False)  # the thread ends with the start
 
     def start(self) -> str:
         """Initialise (first time) and start the server; returns its DSN. After
