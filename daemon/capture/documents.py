@@ -10,7 +10,6 @@ import os
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -336,8 +335,8 @@ class SignaturePool:
         if len(items) < self.min_parallel:
             yield self.builder.build_many(items)
             return
-        if self.workers >= 2 and not self.ready:
-            self.start()
+        if not self.ready:
+            self.start()  # nothing without a pool (workers < 2) or when already started
         if self.workers < 2 or not self.ready:
             size = max(1, chunk_rows)
             chunks = [items[i:i + size] for i in range(0, len(items), size)]
@@ -403,10 +402,8 @@ class SignaturePool:
             # daemon's event loop it held `nearsync run`'s start and every batch meanwhile.
             try:
                 warming = [pool.submit(self.builder.warm) for _ in range(self.workers)]
-            except Exception as e:  # noqa: BLE001 - a broken or shut pool: ready, so the next batch finds out
-                failed: Future[Any] = Future()
-                failed.set_exception(e)
-                warming = [failed]
+            except Exception:  # noqa: BLE001 - a broken or shut pool: ready, so the next batch finds out
+                warming = []
             if self._pool is pool:  # not closed (a broken pool replaced) meanwhile
                 self._warming = warming
 
@@ -415,10 +412,13 @@ class SignaturePool:
 
     @property
     def ready(self) -> bool:
-        """True once the pool's start-up tasks (:meth:`start`) have run: its forkserver has
-        imported the signature code and its workers take batches without a start-up wait. False
+        """True once the pool's start-up tasks (:meth:`start`) have been submitted and have run:
+        its forkserver has imported the signature code and its workers take batches without a
+        start-up wait (or the submission failed, and the next batch finds the pool broken). False
         for no pool, or a pool created without :meth:`start`."""
-        return self._pool is not None and bool(self._warming) and all(f.done() for f in self._warming)
+        warmer = self._warmer
+        return (self._pool is not None and warmer is not None and not warmer.is_alive()
+                and all(f.done() for f in self._warming))
 
     def _executor(self) -> Any:
         """The process pool, created on first use. Its forkserver imports this module (and so the
