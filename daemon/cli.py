@@ -307,7 +307,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     (~1 s), and in memory (``/dev/shm``) when there is room for it
     (:func:`~daemon.evaluation.datasets.throwaway_memory_bytes`)."""
 
-    from daemon.evaluation.datasets import abt_buy, default_data_dir, parse_mapping, throwaway_memory_bytes
+    from daemon.evaluation.datasets import (abt_buy, abt_buy_files, default_data_dir, parse_mapping,
+                                             throwaway_memory_bytes)
     from daemon.profiles import DEFAULT_PROFILE, profile_name
 
     if args.feedback:
@@ -339,7 +340,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
         from daemon.db.throwaway import ThrowawayPostgres
 
-        inputs = [Path(f) for f in args.records] if data is None else sorted((data / "abt-buy").glob("*.csv"))
+        inputs = [Path(f) for f in args.records] if data is None else list(abt_buy_files(data))
         server = ThrowawayPostgres(fast=True, memory_bytes=throwaway_memory_bytes(inputs))
         server.start_in_background()
     try:

@@ -211,6 +211,13 @@ def read_pairs_csv(path: Path, *, encoding: str = "utf-8", prefixes: tuple[str, 
         return pairs
 
 
+def abt_buy_files(data_dir: Path) -> tuple[Path, Path, Path]:
+    """The Abt-Buy files under ``data_dir/abt-buy`` that :func:`abt_buy` reads: Abt's listings,
+    Buy's listings and the perfect mapping (they may not exist)."""
+    d = data_dir / "abt-buy"
+    return d / "Abt.csv", d / "Buy.csv", d / "abt_buy_perfectMapping.csv"
+
+
 def abt_buy(data_dir: Path, *, limit: int | None = None) -> Dataset:
     """The Abt-Buy benchmark: Abt.csv + Buy.csv as one list (keys ``abt:<id>``, ``buy:<id>``) and
     the perfect mapping as true pairs. ``limit`` keeps the first N listings of each shop (and the
@@ -219,15 +226,15 @@ def abt_buy(data_dir: Path, *, limit: int | None = None) -> Dataset:
     Raises:
         FileNotFoundError: the files are not in ``data_dir/abt-buy``.
     """
-    d = data_dir / "abt-buy"
-    abt = read_records_csv(d / "Abt.csv", mapping={"title": "name", "body": "description", "price": "price"},
+    abt_csv, buy_csv, mapping_csv = abt_buy_files(data_dir)
+    abt = read_records_csv(abt_csv, mapping={"title": "name", "body": "description", "price": "price"},
                            encoding="cp1252", key_prefix="abt:", extra={"source": "abt", "user": "abt"})
-    buy = read_records_csv(d / "Buy.csv", mapping={"title": "name", "body": "description", "price": "price",
+    buy = read_records_csv(buy_csv, mapping={"title": "name", "body": "description", "price": "price",
                                                    "category": "manufacturer"},
                            encoding="cp1252", key_prefix="buy:", extra={"source": "buy", "user": "buy"})
     if limit:
         abt, buy = abt[:limit], buy[:limit]
     keys = {r.key for r in abt + buy}
-    pairs = {p for p in read_pairs_csv(d / "abt_buy_perfectMapping.csv", prefixes=("abt:", "buy:"))
+    pairs = {p for p in read_pairs_csv(mapping_csv, prefixes=("abt:", "buy:"))
              if p[0] in keys and p[1] in keys}
     return Dataset("abt-buy", abt + buy, pairs)

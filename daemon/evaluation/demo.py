@@ -18,7 +18,8 @@ import psycopg
 
 from daemon.backends.base import IndexBackend
 from daemon.config import Settings, redact_dsn, settings_from_mapping
-from daemon.evaluation.datasets import Dataset, Record, abt_buy, default_data_dir, throwaway_memory_bytes
+from daemon.evaluation.datasets import (Dataset, Record, abt_buy, abt_buy_files, default_data_dir,
+                                        throwaway_memory_bytes)
 from daemon.evaluation.generator import generate_ads
 from daemon.evaluation.loader import copy_ads, key_to_id
 from daemon.logs import configure_logging
@@ -35,10 +36,15 @@ def _say(text: str = "") -> None:
     print(text, flush=True)
 
 
+def _data_dir(data: str | None) -> Path | None:
+    """``data`` (``--data``) as a path, else the default data directory (``None``: none found)."""
+    return Path(data) if data else default_data_dir()
+
+
 def load_dataset(data: str | None, limit: int | None) -> tuple[Dataset, str]:
     """The Abt-Buy data set, or generated ads when it is absent; with a line saying which."""
-    data_dir = Path(data) if data else default_data_dir()
-    if data_dir is not None and (data_dir / "abt-buy" / "Abt.csv").is_file():
+    data_dir = _data_dir(data)
+    if data_dir is not None and abt_buy_files(data_dir)[0].is_file():
         ds = abt_buy(data_dir, limit=limit)
         return ds, f"Abt-Buy listings from {data_dir / 'abt-buy'} ({len(ds.records)} ads, {len(ds.pairs)} true pairs)"
     n = limit * 2 if limit else 2000
@@ -155,9 +161,9 @@ def run_demo(*, data_dir: str | None = None, limit: int | None = None, dsn: str 
     the second while the first stops; both in memory (``/dev/shm``) when there is room
     (:func:`~daemon.evaluation.datasets.throwaway_memory_bytes`)."""
     configure_logging("warning")
-    data_path = Path(data_dir) if data_dir else default_data_dir()
-    inputs = sorted((data_path / "abt-buy").glob("*.csv")) if data_path else []
-    memory = throwaway_memory_bytes(inputs)  # generated ads: a few MB, within the 2 GiB base
+    data_path = _data_dir(data_dir)
+    # generated ads (no data): a few MB, within the 2 GiB base
+    memory = throwaway_memory_bytes(list(abt_buy_files(data_path)) if data_path else [])
     server: ThrowawayPostgres | None = None
     if dsn is None:
         server = ThrowawayPostgres(fast=True, memory_bytes=memory)
