@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -427,6 +428,16 @@ async def test_modes_share_the_same_result(settings: Settings, mode: str) -> Non
     assert len(await index_state(settings)) == 40
 
 
+def _tv_rows(n: int, title: Callable[[int], str], body: str, price: float,
+             at: tuple[float, float] | None = None) -> list[tuple[dict[str, Any], int]]:
+    """``n`` ``(row, version)`` items of the reference ads table for a :class:`DocumentBuilder`:
+    TV ads of user ``u1``, titled ``title(i)``, priced ``price + i``, at ``at`` (lat, lon) or
+    nowhere, version ``i + 1``."""
+    lat, lon = at if at is not None else (None, None)
+    return [({"id": i, "user_id": "u1", "category": "tv", "title": title(i), "body": body, "price": price + i,
+              "lat": lat, "lon": lon, "status": "active"}, i + 1) for i in range(n)]
+
+
 @pytest.mark.parametrize("backend_name", ["postgres"], indirect=True)
 @pytest.mark.parametrize("noticed_before_submit", [True, False])
 async def test_signature_pool_broken_by_a_killed_worker_builds_inline(settings: Settings,
@@ -442,9 +453,8 @@ async def test_signature_pool_broken_by_a_killed_worker_builds_inline(settings: 
     from daemon.service import open_source
 
     builder = DocumentBuilder.from_settings(settings, await open_source(settings))
-    rows = [({"id": i, "user_id": "u1", "category": "tv", "title": f"Sony Bravia KDL-40V{4100 + i} LCD TV",
-              "body": "Full HD, three HDMI inputs, wall mount.", "price": 399.0 + i, "lat": None, "lon": None,
-              "status": "active"}, i + 1) for i in range(40)]
+    rows = _tv_rows(40, lambda i: f"Sony Bravia KDL-40V{4100 + i} LCD TV", "Full HD, three HDMI inputs, wall mount.",
+                    399.0)
     pool = SignaturePool(builder, workers=2, min_parallel=8)
     try:
         pool.start()
@@ -490,9 +500,7 @@ async def test_warming_a_builder_changes_no_document(settings: Settings) -> None
     from daemon.service import open_source
 
     table = await open_source(settings)
-    rows = [({"id": i, "user_id": "u1", "category": "tv", "title": f"LG {32 + i}LH500D LED TV",
-              "body": "HD ready, one HDMI input.", "price": 199.0 + i, "lat": None, "lon": None,
-              "status": "active"}, i + 1) for i in range(5)]
+    rows = _tv_rows(5, lambda i: f"LG {32 + i}LH500D LED TV", "HD ready, one HDMI input.", 199.0)
     for signed in (True, False):
         cold = replace(DocumentBuilder.from_settings(settings, table), signed=signed)
         warmed = replace(DocumentBuilder.from_settings(settings, table), signed=signed)
@@ -506,13 +514,12 @@ async def test_a_batch_before_the_pool_is_ready_is_built_on_a_thread_and_starts_
     """A large batch that comes while the signature workers are still starting is built in the
     daemon's process, on a thread, identical to what the workers build, and starts the pool; once
     the pool is ready, batches go to its workers (none is built in this process)."""
-    from daemon.capture.documents import DocumentBuilder, SignaturePool
+    from daemon.capture.documents import SignaturePool
     from daemon.service import open_source
 
     builder = _recording_builder(DocumentBuilder.from_settings(settings, await open_source(settings)))
-    rows = [({"id": i, "user_id": "u1", "category": "tv", "title": f"Samsung UE{40 + i}H6200 LED TV",
-              "body": "Smart TV, two HDMI inputs.", "price": 499.0 + i, "lat": 48.85, "lon": 2.35,
-              "status": "active"}, i + 1) for i in range(40)]
+    rows = _tv_rows(40, lambda i: f"Samsung UE{40 + i}H6200 LED TV", "Smart TV, two HDMI inputs.", 499.0,
+                    at=(48.85, 2.35))
     pool = SignaturePool(builder, workers=2, min_parallel=8)
     _BUILT_HERE.clear()
     try:
@@ -524,7 +531,6 @@ async def test_a_batch_before_the_pool_is_ready_is_built_on_a_thread_and_starts_
         _BUILT_HERE.clear()
         late = await pool.build(rows)
         assert _BUILT_HERE == []  # built by the workers
-        _BUILT_HERE.clear()
         assert early == late == builder.build_many(rows)
     finally:
         pool.close()
