@@ -297,7 +297,8 @@ async def test_large_batch_is_written_in_parts_and_a_failed_part_is_retried(sett
     written, and no record is lost, failed or left off the dedup queue."""
     from tests.conftest import with_dedup
 
-    s = with_dedup(with_daemon(settings, batch_size=400, index_chunk_rows=100))
+    # one lane: two would split the 300 between them by timing
+    s = with_dedup(with_daemon(settings, batch_size=400, index_chunk_rows=100, concurrency=1))
     await insert_ads(settings.dsn, 300)
     wrapper: list[FailSecondWrite] = []
     async with running_indexer(s, wrap_backend=lambda b: wrapper.append(FailSecondWrite(b)) or wrapper[0]) as d:
@@ -354,7 +355,8 @@ async def test_a_record_that_makes_the_handler_raise_is_isolated_from_its_batch(
     ids = await insert_ads(settings.dsn, 100)
     bad = ids[37]
     wrapper: list[FailOnRecord] = []
-    async with running_indexer(settings, wrap_backend=lambda b: wrapper.append(FailOnRecord(b, bad)) or wrapper[0]) as d:
+    one_lane = with_daemon(settings, concurrency=1)  # two lanes would split the 100 between them by timing
+    async with running_indexer(one_lane, wrap_backend=lambda b: wrapper.append(FailOnRecord(b, bad)) or wrapper[0]) as d:
         await wait_until(lambda: _zero(pending(settings.dsn)), timeout=60)
     assert wrapper[0].sizes[0] == 100  # the whole batch was tried first
     assert set(await index_state(settings)) == set(ids) - {bad}
