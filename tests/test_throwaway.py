@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -72,3 +73,62 @@ def test_a_start_in_the_background_gives_its_dsn_or_its_error(tmp_path: Path,
     with pytest.raises(PgServerError, match="NEARSYNC_PG_BINDIR"):
         broken.start()
     broken.stop()
+
+
+_HOLD_A_SERVER = """
+import sys, time
+from daemon.db.throwaway import ThrowawayPostgres
+server = ThrowawayPostgres(fast=True)
+print(server.start(), server.base_dir, flush=True)
+time.sleep(600)
+"""
+
+
+def _accepts(dsn: str) -> bool:
+    """Whether a server answers at ``dsn`` within 3 s."""
+    try:
+        with psycopg.connect(dsn, connect_timeout=3) as c:
+            c.execute("SELECT 1")
+    except psycopg.OperationalError:
+        return False
+    return True
+
+
+@pytest.fixture
+def shared_parent() -> Iterator[Path]:
+    """A directory of its own for clusters, traversable by the server's account (``tmp_path`` is
+    not, when the tests run as root and the server as ``postgres``)."""
+    import shutil
+    import tempfile
+
+    parent = Path(tempfile.mkdtemp(prefix="nearsync-test-parent-"))
+    parent.chmod(0o755)
+    yield parent
+    shutil.rmtree(parent, ignore_errors=True)
+
+
+def test_a_cluster_left_by_a_killed_process_is_reaped_by_the_next_start(shared_parent: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process killed with ``kill -9`` leaves its server running and its directory behind (in
+    ``/dev/shm``: memory). The next throwaway start in the same place stops that server and removes
+    its directory; the cluster of a live process (this one's) is left alone."""
+    import subprocess
+    import sys
+
+    tmp_path = shared_parent
+    monkeypatch.setenv(THROWAWAY_DIR_ENV, str(tmp_path))
+    with ThrowawayPostgres(fast=True) as live:
+        child = subprocess.Popen([sys.executable, "-c", _HOLD_A_SERVER], stdout=subprocess.PIPE, text=True,
+                                 env=os.environ | {THROWAWAY_DIR_ENV: str(tmp_path)})
+        try:
+            assert child.stdout is not None
+            dsn, left_dir = child.stdout.readline().split()
+        finally:
+            child.kill()
+            child.wait()  # a zombie still counts as a process
+        assert Path(left_dir).is_dir() and _accepts(dsn)  # what kill -9 leaves
+        with ThrowawayPostgres(fast=True) as after:
+            assert after.base_dir is not None and after.base_dir.parent == tmp_path
+            assert not Path(left_dir).exists() and not _accepts(dsn)
+            assert live.base_dir is not None and live.base_dir.is_dir() and _accepts(live.dsn)
+        assert sorted(tmp_path.iterdir()) == [live.base_dir]
