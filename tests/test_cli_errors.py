@@ -210,6 +210,22 @@ def test_a_bad_mode_variable_is_named(monkeypatch: pytest.MonkeyPatch, capsys: p
     assert rc == EXIT_CONFIG and "NEARSYNC_MODE (daemon.mode)" in last_line(err)
 
 
+def test_evaluate_without_records_or_the_shared_set_names_the_missing_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``nearsync evaluate`` with no ``--records`` reads the shared Abt-Buy set; a data directory
+    without it is a configuration error naming the files, before any server is started."""
+    (tmp_path / "abt-buy").mkdir()
+    (tmp_path / "abt-buy" / "Abt.csv").write_text("id,name\n")
+    monkeypatch.setenv("NEARSYNC_DATA", str(tmp_path))
+    rc, err = cli(capsys, "evaluate")
+    line = last_line(err)
+    assert rc == EXIT_CONFIG and line.startswith("nearsync: config error at '--records'")
+    assert "Buy.csv" in line and "abt_buy_perfectMapping.csv" in line and "Abt.csv," not in line
+    monkeypatch.setenv("NEARSYNC_DATA", str(tmp_path / "absent"))
+    rc, err = cli(capsys, "evaluate")
+    assert rc == EXIT_CONFIG and "NEARSYNC_DATA" in last_line(err)
+
+
 def test_a_metrics_port_out_of_range_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     rc, err = cli(capsys, "run", "--dsn", UNREACHABLE, "--metrics-port", "99999")
     assert rc == EXIT_CONFIG and "daemon.metrics_port" in last_line(err) and "99999" in last_line(err)

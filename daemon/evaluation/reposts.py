@@ -32,7 +32,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from daemon.evaluation.datasets import default_data_dir, read_records_csv
+from daemon.evaluation.datasets import abt_buy_files, default_data_dir, read_records_csv
 from daemon.evaluation.loader import parse_price
 
 PROMOS = ("FREE SHIPPING", "Great deal!", "Must go - best offer", "Brand new in box", "Call or text today",
@@ -111,7 +111,7 @@ def build_reposts(data_dir: Path, *, seed: int = 17) -> tuple[list[dict[str, Any
         FileNotFoundError: ``abt-buy/Abt.csv`` is not in ``data_dir``.
     """
     rng = random.Random(seed)
-    path = data_dir / "abt-buy" / "Abt.csv"
+    path = abt_buy_files(data_dir)[0]
     if not path.is_file():
         raise FileNotFoundError(path)
     listings = read_records_csv(path, mapping={"title": "name", "body": "description", "price": "price"},
