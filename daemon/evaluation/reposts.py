@@ -143,10 +143,10 @@ def build_reposts(data_dir: Path, *, seed: int = 17) -> tuple[list[dict[str, Any
         count = 2 if x < 0.15 else 1 if x < 0.55 else 0
         for _ in range(count):
             edits = rng.sample(EDITS, rng.randint(1, 3))
-            r = repost(rng, ad, edits)
-            r["id"] = f"r{len(reposts)}"
-            reposts.append(r)
-            pairs.add((ad["id"], r["id"]))
+            copy = repost(rng, ad, edits)
+            copy["id"] = f"r{len(reposts)}"
+            reposts.append(copy)
+            pairs.add((ad["id"], copy["id"]))
     rng.shuffle(reposts)
     return originals + reposts, pairs
 
