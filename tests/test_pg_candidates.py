@@ -119,14 +119,19 @@ def test_the_factory_builds_the_split_backend_by_default_and_not_with_search(fre
     assert isinstance(be, PgCandidatesBackend) and be.name == "opensearch" and be.pg._cache.max_documents == 123
 
 
-@pytest.mark.parametrize("backend_name", [PG_CANDIDATES], indirect=True)
-async def test_verify_finds_records_the_search_index_lost_and_repair_writes_them_back(settings: Settings) -> None:
+async def _index_twelve_ads(settings: Settings) -> None:
+    """Insert 12 ads (ids 1-12, titles told apart by a number) and index them."""
     async with await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True) as c:
         for i in range(12):
             await c.execute(f"INSERT INTO ads ({', '.join(COLS)}) VALUES ({', '.join(['%s'] * len(COLS))})",
                             [AD[k] for k in COLS[:2]] + [f"{AD['title']} {i}"] + [AD[k] for k in COLS[3:]])
     async with running_indexer(settings):
         await wait_until(lambda: queues_empty(settings.dsn), timeout=60)
+
+
+@pytest.mark.parametrize("backend_name", [PG_CANDIDATES], indirect=True)
+async def test_verify_finds_records_the_search_index_lost_and_repair_writes_them_back(settings: Settings) -> None:
+    await _index_twelve_ads(settings)
     async with opened_backend(settings) as be:
         assert (await verify(settings, be))["drift"] is False
         await be.client.request("DELETE", f"/{be.alias}_v1")  # the search server lost its index; PostgreSQL did not
@@ -139,6 +144,30 @@ async def test_verify_finds_records_the_search_index_lost_and_repair_writes_them
         assert await be.count(T) == 12 and len(await be.search.get(T, [str(i) for i in range(1, 13)])) == 12
     report = await status(settings)
     assert (report["indexed"], report["candidate_store"]) == (12, {"postgres": 12})
+
+
+@pytest.mark.parametrize("backend_name", [PG_CANDIDATES], indirect=True)
+async def test_verify_compares_the_search_index_copy_of_the_fields_too(settings: Settings) -> None:
+    """The users' queries read the search index's copy of a record, the dedup worker PostgreSQL's.
+    A record whose search copy drifted from its row (written there alone, PostgreSQL's copy intact)
+    is reported as drifted, and a repair writes it back to both stores."""
+    await _index_twelve_ads(settings)
+    every = {"sample": 12, "page_size": 12}  # every record sampled
+    async with opened_backend(settings) as be:
+        assert isinstance(be, PgCandidatesBackend)
+        assert (await verify(settings, be, **every))["drift"] is False
+        held = (await be.search.get(T, ["3"]))["3"]
+        changed = replace(held, fields=held.fields | {"title": "edited in the search index alone"}, version=held.version + 1)
+        assert (await be.search.write([changed], [])).outcomes == {(T, "3"): Outcome.APPLIED}
+        await be.refresh()
+        assert (await be.get(T, ["3"]))["3"].fields == held.fields  # PostgreSQL's copy is intact
+        report = await verify(settings, be, **every)
+        assert report["drift"] and (report["drifted"], report["missing"], report["sampled"]) == (1, 0, 12), report
+        assert report["examples"]["drifted"] == ["3"]
+        assert (await verify(settings, be, repair=True, **every))["repaired"]
+        await be.refresh()
+        assert (await verify(settings, be, **every))["drift"] is False
+        assert (await be.search.get(T, ["3"]))["3"].fields == held.fields
 
 
 @pytest.mark.parametrize("backend_name", ["opensearch"], indirect=True)

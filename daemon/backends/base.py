@@ -384,14 +384,21 @@ class CorpusReader(Protocol):
 class TwoStoreIndex(Protocol):
     """What a backend that writes every record to two stores (a search index for the documents,
     PostgreSQL for the candidate keys: ``index.candidate_store = "postgres"``) adds to
-    :class:`IndexBackend`: which records both stores hold. ``nearsync reindex --verify`` checks
-    ``isinstance(backend, TwoStoreIndex)`` and counts a record that either store lacks as missing
-    (:meth:`IndexBackend.get` reads one store only); the dedup worker and the check API refuse to
+    :class:`IndexBackend`: which records both stores hold, and the search index's copies. ``nearsync
+    reindex --verify`` checks ``isinstance(backend, TwoStoreIndex)``, counts a record that either
+    store lacks as missing and a sampled record whose fields differ from the row in either store as
+    drifted (:meth:`IndexBackend.get` reads one store only); the dedup worker and the check API refuse to
     start on a candidate store that lacks most of the search index's documents
     (:func:`daemon.service.require_candidate_store`)."""
 
     async def held_by_both(self, table: str, record_ids: Sequence[str]) -> set[str]:
         """Those of ``record_ids`` live in both stores. Raises TransientIndexError."""
+
+    async def search_documents(self, table: str, record_ids: Sequence[str]) -> dict[str, IndexDocument]:
+        """The search index's own copies of ``record_ids``' documents (fields and scope, as the
+        users' queries see them), where :meth:`IndexBackend.get` reads PostgreSQL's; ids not live
+        there are absent. ``nearsync reindex --verify`` compares both copies' fields with the row.
+        Raises TransientIndexError."""
 
     async def store_counts(self, table: str) -> tuple[int, int]:
         """Live documents of ``table`` in ``(the search index, PostgreSQL)``. Raises TransientIndexError."""

@@ -222,6 +222,10 @@ class PgCandidatesBackend:
         """The signed documents' titles, scopes and super tokens, from PostgreSQL (``CorpusReader``)."""
         return self.pg.iter_corpus(table)
 
+    async def search_documents(self, table: str, record_ids: Sequence[str]) -> dict[str, IndexDocument]:
+        """The search index's copies (``TwoStoreIndex``: what ``verify`` compares besides PostgreSQL's)."""
+        return await self.search.get(table, record_ids)
+
     async def held_by_both(self, table: str, record_ids: Sequence[str]) -> set[str]:
         """Those of ``record_ids`` live in both stores (``TwoStoreIndex``: what ``verify`` reads)."""
         in_pg, in_search = await asyncio.gather(self.pg.get_versions(table, record_ids),

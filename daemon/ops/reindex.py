@@ -248,7 +248,7 @@ async def verify(settings: Settings, backend: IndexBackend, *, sample: int = 200
         "repaired": bool, "examples": {...}}`` — ``missing``: active rows not in the index (not in
         both stores of a :class:`~daemon.backends.base.TwoStoreIndex`);
         ``orphans``: documents with no active row; ``drifted``: sampled documents whose fields differ
-        from the row.
+        from the row (in either store of a ``TwoStoreIndex``).
     """
     indexer = await build_indexer(settings, backend)
     table = indexer.table
@@ -275,6 +275,7 @@ async def verify(settings: Settings, backend: IndexBackend, *, sample: int = 200
             rows = await load_rows(conn, table, ids)
             docs = await backend.get(table.name, ids)
             held = await backend.held_by_both(table.name, ids) if isinstance(backend, TwoStoreIndex) else docs.keys()
+            expected: dict[str, dict[str, Any]] = {}  # the sampled records: the fields their rows give
             for rid in ids:
                 row = rows.get(rid)
                 active = row is not None and table.is_active(row)
@@ -283,10 +284,14 @@ async def verify(settings: Settings, backend: IndexBackend, *, sample: int = 200
                     continue
                 if rid not in docs or rid not in held:
                     missing.append(rid)
-                elif rng.random() < sample / max(1, page_size):
-                    sampled += 1
-                    if docs[rid].fields != _stored_fields(table, row, typed):
-                        drifted.append(rid)
+                elif row is not None and rng.random() < sample / max(1, page_size):
+                    expected[rid] = _stored_fields(table, row, typed)
+            copies = [docs]
+            if isinstance(backend, TwoStoreIndex) and expected:  # the search index's copies too: users' queries read those
+                copies.append(await backend.search_documents(table.name, list(expected)))
+            sampled += len(expected)
+            drifted += [rid for rid, fields in expected.items()
+                        if any(rid not in c or c[rid].fields != fields for c in copies)]
         index_ids = await _index_ids(backend, table)
         orphans = await _orphans(conn, table, index_ids)
         orphans += [rid for rid in index_ids if rid in inactive]
