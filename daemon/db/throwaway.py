@@ -9,8 +9,8 @@ we are root the cluster is owned and run by an unprivileged user (``postgres`` i
 A cluster goes in a new directory under ``NEARSYNC_THROWAWAY_DIR`` when that is set, else under
 ``/dev/shm`` (memory) when the caller says how much room it needs there and that much is free,
 else under the temp dir. On this 2-core machine ``initdb`` took 0.6-0.8 s in memory against
-2.0-2.3 s on its ext4 disk, where creating each of a cluster's ~970 files cost ~0.5 ms. Each start first reaps the
-clusters a killed process left in the same place (:func:`reap_abandoned`).
+2.0-2.3 s on its ext4 disk, where creating each of a cluster's ~970 files cost ~0.5 ms. Each
+start first reaps the clusters a killed process left in the same place (:func:`reap_abandoned`).
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ def reap_abandoned(parent: Path, bindir: Path | None = None) -> list[Path]:
     """
     removed: list[Path] = []
     for d in sorted(parent.glob("nearsync-pg-*")):
-        with contextlib.suppress(OSError, ValueError):
+        with contextlib.suppress(OSError, ValueError, subprocess.SubprocessError, PgServerError):
             owner = int((d / OWNER_FILE).read_text().strip())
             if owner == os.getpid() or _alive(owner):
                 continue
