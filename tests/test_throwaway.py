@@ -132,3 +132,21 @@ def test_a_cluster_left_by_a_killed_process_is_reaped_by_the_next_start(shared_p
             assert not Path(left_dir).exists() and not _accepts(dsn)
             assert live.base_dir is not None and live.base_dir.is_dir() and _accepts(live.dsn)
         assert sorted(tmp_path.iterdir()) == [live.base_dir]
+
+
+def test_a_start_reaps_both_default_places_unless_a_directory_is_set(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cluster killed in ``/dev/shm`` is reaped by a later start that goes to the temp dir, and
+    the other way round; with ``NEARSYNC_THROWAWAY_DIR`` set, only that directory is looked at."""
+    import tempfile
+
+    from daemon.db.throwaway import _reaped_places
+
+    monkeypatch.delenv(THROWAWAY_DIR_ENV, raising=False)
+    temp = Path(tempfile.gettempdir())
+    expected = [temp] + ([MEMORY_DIR] if MEMORY_DIR.is_dir() else [])
+    assert sorted(_reaped_places(None)) == sorted(expected)
+    if MEMORY_DIR.is_dir():
+        assert sorted(_reaped_places(MEMORY_DIR)) == sorted(expected)
+    monkeypatch.setenv(THROWAWAY_DIR_ENV, str(tmp_path))
+    assert _reaped_places(tmp_path) == [tmp_path]

@@ -176,6 +176,16 @@ def reap_abandoned(parent: Path, bindir: Path | None = None) -> list[Path]:
     return removed
 
 
+def _reaped_places(parent: Path | None) -> list[Path]:
+    """Where a start looks for abandoned clusters (:func:`reap_abandoned`): ``parent`` (None: the
+    temp dir) and, unless ``NEARSYNC_THROWAWAY_DIR`` is set, both default places (``/dev/shm`` and the
+    temp dir), so a cluster killed in memory is reaped by a later start that goes to disk."""
+    places = [Path(parent or tempfile.gettempdir())]
+    if not os.environ.get(THROWAWAY_DIR_ENV):
+        places += [p for p in (MEMORY_DIR, Path(tempfile.gettempdir())) if p.is_dir()]
+    return list(dict.fromkeys(places))
+
+
 def free_port() -> int:
     """Return a TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket() as s:
@@ -269,7 +279,8 @@ class ThrowawayPostgres:
         self._bindir = find_bindir()
         if self.base_dir is None:
             parent = cluster_parent(self.memory_bytes)
-            reap_abandoned(Path(parent or tempfile.gettempdir()), self._bindir)
+            for place in _reaped_places(parent):
+                reap_abandoned(place, self._bindir)
             self.base_dir = Path(tempfile.mkdtemp(prefix="nearsync-pg-", dir=parent))
             (self.base_dir / OWNER_FILE).write_text(f"{os.getpid()}\n")
             self._owned_dir = True
