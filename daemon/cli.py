@@ -328,9 +328,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         data = None
     else:
         data = default_data_dir()
-        missing = ["$NEARSYNC_DATA or ../shared/data"] if data is None else [str(f) for f in abt_buy_files(data) if not f.is_file()]
+        missing = (["$NEARSYNC_DATA or ../shared/data"] if data is None
+                   else [str(f) for f in abt_buy_files(data) if not f.is_file()])
         if missing:
-            raise ConfigError("--records", f"no --records given and the Abt-Buy set is not there: {', '.join(missing)} not found")
+            raise ConfigError("--records", "no --records given and the Abt-Buy set is not there: "
+                                           f"{', '.join(missing)} not found")
         if args.profile is None:
             args.profile = "products"  # the shipped set is two shops' product listings
     config, index_options = _evaluation_config(args)

@@ -76,7 +76,7 @@ def test_a_start_in_the_background_gives_its_dsn_or_its_error(tmp_path: Path,
 
 
 _HOLD_A_SERVER = """
-import sys, time
+import time
 from daemon.db.throwaway import ThrowawayPostgres
 server = ThrowawayPostgres(fast=True)
 print(server.start(), server.base_dir, flush=True)
@@ -115,11 +115,10 @@ def test_a_cluster_left_by_a_killed_process_is_reaped_by_the_next_start(shared_p
     import subprocess
     import sys
 
-    tmp_path = shared_parent
-    monkeypatch.setenv(THROWAWAY_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv(THROWAWAY_DIR_ENV, str(shared_parent))
     with ThrowawayPostgres(fast=True) as live:
         child = subprocess.Popen([sys.executable, "-c", _HOLD_A_SERVER], stdout=subprocess.PIPE, text=True,
-                                 env=os.environ | {THROWAWAY_DIR_ENV: str(tmp_path)})
+                                 env=os.environ | {THROWAWAY_DIR_ENV: str(shared_parent)})
         try:
             assert child.stdout is not None
             dsn, left_dir = child.stdout.readline().split()
@@ -128,10 +127,10 @@ def test_a_cluster_left_by_a_killed_process_is_reaped_by_the_next_start(shared_p
             child.wait()  # a zombie still counts as a process
         assert Path(left_dir).is_dir() and _accepts(dsn)  # what kill -9 leaves
         with ThrowawayPostgres(fast=True) as after:
-            assert after.base_dir is not None and after.base_dir.parent == tmp_path
+            assert after.base_dir is not None and after.base_dir.parent == shared_parent
             assert not Path(left_dir).exists() and not _accepts(dsn)
             assert live.base_dir is not None and live.base_dir.is_dir() and _accepts(live.dsn)
-        assert sorted(tmp_path.iterdir()) == [live.base_dir]
+        assert sorted(shared_parent.iterdir()) == [live.base_dir]
 
 
 def test_a_start_reaps_both_default_places_unless_a_directory_is_set(tmp_path: Path,

@@ -287,7 +287,8 @@ async def verify(settings: Settings, backend: IndexBackend, *, sample: int = 200
                 elif row is not None and rng.random() < sample / max(1, page_size):
                     expected[rid] = _stored_fields(table, row, typed)
             copies = [docs]
-            if isinstance(backend, TwoStoreIndex) and expected:  # the search index's copies too: users' queries read those
+            if isinstance(backend, TwoStoreIndex) and expected:
+                # the search index's copies too: the users' queries read those
                 copies.append(await backend.search_documents(table.name, list(expected)))
             sampled += len(expected)
             drifted += [rid for rid, fields in expected.items()
