@@ -307,8 +307,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     (~1 s), and in memory (``/dev/shm``) when there is room for it
     (:func:`~daemon.evaluation.datasets.throwaway_memory_bytes`)."""
 
-    from daemon.evaluation.datasets import (abt_buy, abt_buy_files, default_data_dir, parse_mapping,
-                                             throwaway_memory_bytes)
+    from daemon.evaluation.datasets import (abt_buy, abt_buy_files, default_data_dir, missing_abt_buy_files,
+                                             parse_mapping, throwaway_memory_bytes)
     from daemon.profiles import DEFAULT_PROFILE, profile_name
 
     if args.feedback:
@@ -328,8 +328,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         data = None
     else:
         data = default_data_dir()
-        missing = (["$NEARSYNC_DATA or ../shared/data"] if data is None
-                   else [str(f) for f in abt_buy_files(data) if not f.is_file()])
+        missing = missing_abt_buy_files(data)
         if missing:
             raise ConfigError("--records", "no --records given and the Abt-Buy set is not there: "
                                            f"{', '.join(missing)} not found")

@@ -280,3 +280,16 @@ def test_a_field_of_ones_own_misconfigured_is_one_line_naming_the_key(
     rc, err = cli(capsys, "status", "--config", write(tmp_path, toml), "--dsn", migrated)
     assert rc == EXIT_CONFIG and f"'{key}'" in last_line(err) and says in last_line(err), err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_the_demo_falls_back_to_generated_ads_naming_each_missing_file(tmp_path: Path) -> None:
+    """A data folder with Abt.csv but not Buy.csv or the mapping: the demo does not crash reading the
+    set, it uses generated ads and its note names the two files it lacks (``evaluate``'s check)."""
+    from daemon.evaluation.demo import load_dataset
+
+    (tmp_path / "abt-buy").mkdir()
+    (tmp_path / "abt-buy" / "Abt.csv").write_text("id,name,description,price\n1,a,b,1\n")
+    ds, note = load_dataset(str(tmp_path), 10)
+    assert ds.name == "generated" and len(ds.records) == 20
+    assert note.startswith("NOTE: ") and "Buy.csv" in note and "abt_buy_perfectMapping.csv" in note
+    assert "Abt.csv," not in note and "20 ads generated" in note

@@ -218,6 +218,17 @@ def abt_buy_files(data_dir: Path) -> tuple[Path, Path, Path]:
     return d / "Abt.csv", d / "Buy.csv", d / "abt_buy_perfectMapping.csv"
 
 
+def missing_abt_buy_files(data_dir: Path | None) -> list[str]:
+    """What :func:`abt_buy` would not find: the paths (as strings) of the files of
+    :func:`abt_buy_files` that are not regular files, or ``["$NEARSYNC_DATA or ../shared/data"]``
+    when ``data_dir`` is ``None`` (no data directory was found); ``[]`` when the set is complete.
+    ``nearsync evaluate`` names these in its error, the demo in its note before it falls back to
+    generated ads."""
+    if data_dir is None:
+        return ["$NEARSYNC_DATA or ../shared/data"]
+    return [str(f) for f in abt_buy_files(data_dir) if not f.is_file()]
+
+
 def abt_buy(data_dir: Path, *, limit: int | None = None) -> Dataset:
     """The Abt-Buy benchmark: Abt.csv + Buy.csv as one list (keys ``abt:<id>``, ``buy:<id>``) and
     the perfect mapping as true pairs. ``limit`` keeps the first N listings of each shop (and the
