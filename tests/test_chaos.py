@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.chaos.run import ChaosConfig, Report, run_chaos
+from bench.chaos.run import ChaosConfig, Report, named_semaphores, run_chaos, unlink_orphaned_semaphores
 from tests.conftest import slow_enabled
 
 
@@ -24,8 +24,12 @@ def check(report: Report, cfg: ChaosConfig) -> None:
 
 
 async def test_chaos_short_loses_nothing_and_flags_nothing_twice(tmp_path: Path) -> None:
+    """The short run's invariants; and its group kills leave no orphaned semaphore in /dev/shm (the
+    run unlinks those whose resource tracker it killed: nothing is left for a second pass to find)."""
+    before = named_semaphores()
     cfg = ChaosConfig(duration_s=40, faults_per_kind=2, seed=3, rate=100, work_dir=tmp_path)
     check(await run_chaos(cfg), cfg)
+    assert unlink_orphaned_semaphores(before) == 0
 
 
 @pytest.mark.slow

@@ -240,6 +240,42 @@ class Fleet:
             _killpg(proc, signal.SIGKILL)
 
 
+SHM = Path("/dev/shm")
+
+
+def named_semaphores() -> set[str]:
+    """Names of the POSIX named semaphores of Python's ``multiprocessing`` in ``/dev/shm``
+    (``sem.mp-*``; empty where there is no ``/dev/shm``)."""
+    with contextlib.suppress(OSError):
+        return {p.name for p in SHM.glob("sem.mp-*")}
+    return set()
+
+
+def unlink_orphaned_semaphores(before: set[str]) -> int:
+    """Unlink the ``multiprocessing`` semaphores made since ``before`` (:func:`named_semaphores`)
+    that no process maps any more; returns how many.
+
+    A daemon's signature pool (``forkserver``) makes named semaphores, which its resource tracker
+    unlinks when the daemon exits; ``kill -9`` of the daemon's whole process group kills the tracker
+    too, and each kill then leaves ~5 of them (32 bytes each) until the next reboot. A semaphore that
+    no process maps (``/proc/<pid>/maps``) has lost its creator and every process that opened it, so
+    nothing can use it again. Processes whose maps cannot be read (another user's) cannot open
+    these (mode 0600) unless they are root's."""
+    made = named_semaphores() - before
+    if not made:
+        return 0
+    mapped: set[str] = set()
+    for maps in Path("/proc").glob("[0-9]*/maps"):
+        with contextlib.suppress(OSError):
+            mapped |= {line.rsplit("/", 1)[-1].strip() for line in maps.read_text().splitlines() if "/sem.mp-" in line}
+    gone = 0
+    for name in sorted(made - mapped):
+        with contextlib.suppress(FileNotFoundError):
+            (SHM / name).unlink()
+            gone += 1
+    return gone
+
+
 def _killpg(proc: subprocess.Popen[bytes], sig: int) -> None:
     """Send ``sig`` to the process group of ``proc`` (started with ``start_new_session``); gone is fine."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -563,6 +599,7 @@ async def run_chaos(cfg: ChaosConfig) -> Report:
         PgServerError: no PostgreSQL binaries.
     """
     report = Report(faults={k: 0 for k in cfg.kinds()}, recovery_s={k: [] for k in cfg.kinds()})
+    semaphores = named_semaphores()  # those the fleet's group kills leave are unlinked at the end
     work = cfg.work_dir or Path(tempfile.mkdtemp(prefix="nearsync-chaos-"))
     work.mkdir(parents=True, exist_ok=True)
     rng = random.Random(cfg.seed * 7919)
@@ -633,6 +670,7 @@ async def run_chaos(cfg: ChaosConfig) -> Report:
                 report.pending_after_drain = int(row[0]) if row else 0
     finally:
         server.stop()
+        unlink_orphaned_semaphores(semaphores)
     report.total_s = time.monotonic() - t_start
     return report
 
