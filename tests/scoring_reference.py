@@ -154,7 +154,14 @@ def score_pair(
         acc += spec.weight * sim
     score = 100.0 * acc / total_w if total_w else 0.0
     capped = False
-    if cfg.strong_negative_cap and negative and score >= cfg.duplicate_threshold:
+    if cfg.strong_negative_cap and negative and round(score, 1) >= cfg.duplicate_threshold:
+        score = max(0.0, cfg.duplicate_threshold - 0.1)
+        capped = True
+    # single_field_cap: one text field counted alone, and not the same normalised text
+    counted = [name for name, r in reasons.items() if r.get("counted", True)]
+    if (cfg.single_field_cap and round(score, 1) >= cfg.duplicate_threshold and len(counted) == 1
+            and reasons[counted[0]]["metric"] in ("token_set", "levenshtein", "jaro_winkler")
+            and m._text(a_fields.get(counted[0])) != m._text(b_fields.get(counted[0]))):
         score = max(0.0, cfg.duplicate_threshold - 0.1)
         capped = True
     return PairScore(score=round(score, 1), reasons=reasons, details=details, capped=capped)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import subprocess
@@ -170,7 +171,10 @@ def test_records_with_evidence_against_each_other_are_never_one_cluster() -> Non
     from daemon.scoring import ScoringConfig, Side, evidence_against, score_sides
     from daemon.signatures import compute_signature
 
-    cfg = ScoringConfig.from_mapping(PROFILES["products"]["dedup"])
+    # Without single_field_cap: these titles are all the records hold, and the cap would hold the
+    # generic <-> coloured pairs at 89.9 (checked at the end); the arithmetic below is the rule's.
+    capped_cfg = ScoringConfig.from_mapping(PROFILES["products"]["dedup"])
+    cfg = dataclasses.replace(capped_cfg, single_field_cap=False)
     titles = {1: "LG 2.0 Cu. Ft. Over-The-Range White Microwave Oven - LMVM2085WH",
               2: "LG 2.0 Cu. Ft. Over-The-Range Black Microwave Oven - LMVM2085BK",
               3: "LG 2.0 cu.ft. Over the Range Microwave Oven", 4: "LG 2.0 cu.ft. Over the Range Microwave Oven"}
@@ -194,6 +198,11 @@ def test_records_with_evidence_against_each_other_are_never_one_cluster() -> Non
     assert cl.members in ((1, 3, 4), (2, 3, 4))
     # the result depends on the data only, not on the order of the links
     assert average_link_clusters(links[::-1], order, score, apart=apart, **kw) == [cl]
+    # With the cap (the default): a generic title inside a coloured one, nothing else to compare, is
+    # at most potential; the two generic listings' equal titles stay a duplicate.
+    capped = {(a, b): score_sides(sides[a], sides[b], capped_cfg) for a, b in [(1, 3), (2, 4), (3, 4)]}
+    assert capped[(1, 3)].score == capped[(2, 4)].score == 89.9 and capped[(3, 4)].score == 100.0
+    assert capped[(1, 3)].summary().endswith("nothing else to compare") and not capped[(3, 4)].capped
 
 
 # A component of DBLP-ACM in one table (12 records, 19 links) on which leidenalg 0.12's optimiser

@@ -455,3 +455,47 @@ def test_codes_without_digits_or_too_short_tell_a_line_s_items_apart() -> None:
     assert m.variants_conflict(stand.format("EFSATB"), "Sanus Euro Foundations Satellite Speaker Stand") is None
     # titles worded apart are not otherwise equal: no evidence
     assert m.variants_conflict(stand.format("EFSATB"), "Sanus Black Floor Stand For Bookshelf Speakers - EFSATS") is None
+
+
+def _title_only(title: str, **more: object) -> tuple[dict, dict]:
+    """A record with a title (and ``more``) and no body, as the indexer writes it (``body`` None:
+    the body's sketch is not compared, rather than the title's shingles standing for it)."""
+    fields = {"title": title, "body": None, **more}
+    return fields, compute_signature(fields).to_document()
+
+
+def test_one_text_field_alone_that_is_not_the_same_text_is_never_auto_rejected() -> None:
+    """``single_field_cap``: a short headline whose words are all in a longer one scores 100 on
+    ``token_set`` with nothing else to compare; it goes to a moderator (89.9), saying so. The same
+    text, or a second field counted (an equal price), is not capped; the cap can be switched off."""
+    short, long_ = _title_only("Titanfall Review"), _title_only("Will 'Titanfall' Boost Xbox One? (Game Review)")
+    ps = score_pair(*short, *long_, CFG)
+    assert ps.reasons == {"title": {"metric": "token_set", "similarity": 1.0, "weight": 3.0}}
+    assert ps.capped and ps.score == 89.9 and decide(ps.score, CFG) == "potential_duplicate"
+    assert ps.summary() == "same title, nothing else to compare"
+    same = score_pair(*short, *_title_only("titanfall REVIEW"), CFG)  # equal once normalised
+    assert (same.score, same.capped) == (100.0, False) and decide(same.score, CFG) == "duplicate"
+    priced = score_pair(*_title_only("Titanfall Review", price=40.0),
+                        *_title_only("Will 'Titanfall' Boost Xbox One? (Game Review)", price=40.0), CFG)
+    assert set(priced.reasons) >= {"title", "price"} and (priced.score, priced.capped) == (100.0, False)
+    off = ScoringConfig.from_mapping({"single_field_cap": False})
+    assert (score_pair(*short, *long_, off).score, score_pair(*short, *long_, off).capped) == (100.0, False)
+
+
+def test_a_score_that_rounds_up_to_the_duplicate_threshold_is_capped_too() -> None:
+    """The caps compare the rounded score, the one flags are decided on: 93.75 rounds to 93.8, a
+    duplicate at a threshold of 93.8 unless capped (at 93.7, a potential duplicate)."""
+    a = _title_only("Neil Young Set to Launch PonoMusic")
+    b = _title_only("Neil Young to Launch Music Service PonoMusic")
+    cfg = ScoringConfig.from_mapping({"duplicate_threshold": 93.8})
+    ps = score_pair(*a, *b, cfg)
+    assert ps.reasons["title"]["similarity"] == 0.9375  # 93.75 before rounding
+    assert (ps.score, ps.capped, decide(ps.score, cfg)) == (93.7, True, "potential_duplicate")
+    off = score_pair(*a, *b, ScoringConfig.from_mapping({"duplicate_threshold": 93.8, "single_field_cap": False}))
+    assert (off.score, off.capped) == (93.8, False)
+
+
+def test_single_field_cap_must_be_a_boolean() -> None:
+    with pytest.raises(ConfigError) as e:
+        ScoringConfig.from_mapping({"single_field_cap": "yes"})
+    assert "single_field_cap" in str(e.value)

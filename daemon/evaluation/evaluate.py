@@ -373,7 +373,8 @@ def effective_settings(settings: Settings) -> dict[str, Any]:
              "candidate_cap": sc.candidate_cap, "best_match_per_source": opts.best_match_per_source,
              "cross_source_only": opts.cross_source_only, "max_component": opts.max_component,
              "duplicate_threshold": sc.duplicate_threshold, "potential_threshold": sc.potential_threshold,
-             "strong_negative_cap": sc.strong_negative_cap, "rarity": sc.rarity,
+             "strong_negative_cap": sc.strong_negative_cap,
+             "single_field_cap": sc.single_field_cap, "rarity": sc.rarity,
              "fields": {f.name: {"metric": f.metric, "weight": f.weight, "evidence": f.evidence, **dict(f.params)}
                         for f in sc.fields},
              "cluster": dataclasses.asdict(sc.cluster)}

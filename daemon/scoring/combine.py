@@ -51,7 +51,9 @@ class PairScore:
         reasons: field -> ``{"metric": str, "similarity": float (0-1, 4 decimals), "weight": float}``
             for every field compared (missing ones are absent); JSON-serialisable.
         details: field -> short human phrase (``"same model number"``, ``"price −3%"``).
-        capped: True when a strong negative signal capped the score below the duplicate threshold.
+        capped: True when the score was capped just below the duplicate threshold: a strong
+            negative signal (``strong_negative_cap``), or one text field alone that is not the same
+            text (``single_field_cap``; the summary then ends with "nothing else to compare").
 
     ``reasons`` and ``details`` are built on first access from the compared fields' similarities:
     most scored pairs are below the link threshold and are never explained, so a pair costs its
@@ -115,6 +117,8 @@ class PairScore:
         details, reasons = self.details, self.reasons
         order = sorted(details, key=lambda f: -reasons[f]["weight"])
         parts = [details[f] for f in order[:limit]]
+        if self.capped and sum(1 for r in reasons.values() if r.get("counted", True)) == 1:
+            parts.append("nothing else to compare")  # single_field_cap: a strong negative is a field of its own
         return ", ".join(parts) if parts else "no comparable fields"
 
 
@@ -795,10 +799,27 @@ def _pair_score(compiled: tuple[tuple[FieldSpec, Comparator, bool, bool], ...], 
     strong negative signal (``cfg.strong_negative_cap``)."""
     score, entries, negative = _weighted(compiled, sims)
     capped = False
-    if cfg.strong_negative_cap and negative and score >= cfg.duplicate_threshold:
+    # the rounded score is the one decided on: 89.97 rounds to 90.0, a duplicate at the default threshold
+    if round(score, 1) >= cfg.duplicate_threshold and (
+            (cfg.strong_negative_cap and negative) or (cfg.single_field_cap and _one_text_field_differs(entries, a, b))):
         score = max(0.0, cfg.duplicate_threshold - 0.1)
         capped = True
     return PairScore(round(score, 1), capped=capped, entries=entries, sides=(a, b))
+
+
+TEXT_METRICS = frozenset({"token_set", "levenshtein", "jaro_winkler"})
+"""The metrics that compare a field's normalised text (:meth:`Side.text`)."""
+
+
+def _one_text_field_differs(entries: list[tuple[FieldSpec, float, bool]], a: Side, b: Side) -> bool:
+    """Whether the only field counted in ``entries`` (:func:`_weighted`'s) is one of the
+    :data:`TEXT_METRICS` and its two normalised texts differ: ``ScoringConfig.single_field_cap``'s
+    condition (read only for a pair at or above the duplicate threshold)."""
+    counted = [spec for spec, _, on in entries if on]
+    if len(counted) != 1 or counted[0].metric not in TEXT_METRICS:
+        return False
+    name = counted[0].name
+    return a.text(name) != b.text(name)
 
 
 def score_matrix(

@@ -12,6 +12,7 @@ Settings shape (all optional; ``ScoringConfig.from_mapping({})`` gives the defau
       candidate_cap: 50            # max candidates scored per record (>= 1)
       scope: user                  # user | group | category | global
       strong_negative_cap: true    # disjoint model numbers/phones/e-mails forbid auto-reject
+      single_field_cap: true       # one text field alone, not the same text, forbids auto-reject
       fields:                      # merged over the defaults, per field; `null` drops a field
         title: {metric: token_set, weight: 3}
         price: {metric: price, weight: 1, tolerance: 0.3}
@@ -199,6 +200,16 @@ class ScoringConfig:
         strong_negative_cap: when True, a pair whose model numbers, phones or e-mails are both
             present and disjoint has its score capped just below ``duplicate_threshold``, so it
             can go to a moderator but is never auto-rejected.
+        single_field_cap: when True, a pair whose score rests on one text field alone (the only
+            field counted is a ``token_set``, ``levenshtein`` or ``jaro_winkler`` one, typically
+            the title of records with nothing else to compare, such as news headlines) and whose
+            two texts are not the same once normalised has its score capped just below
+            ``duplicate_threshold`` too. One field is one piece of evidence: ``token_set`` scores
+            a short title whose words all appear in a longer one 100 (``Titanfall Review`` /
+            ``Will 'Titanfall' Boost Xbox One? (Game Review)``), which is right for a repost with
+            a shortened title when its price or text agree as well, and not enough to reject a
+            record unseen. Equal titles, or a second field counted (a price, a description, a
+            model number), are not capped; no threshold is involved.
         cluster: cluster splitting settings.
         rarity: share (0-1) of the title's similarity that comes from token rarity when a
             document-frequency snapshot is attached (``[dedup] rarity``; see
@@ -216,6 +227,7 @@ class ScoringConfig:
     candidate_cap: int = 50
     scope: str = "user"
     strong_negative_cap: bool = True
+    single_field_cap: bool = True
     cluster: ClusterConfig = ClusterConfig()
     rarity: float = RARITY_SHARE
     snapshot: Rarity | None = None
@@ -249,7 +261,7 @@ class ScoringConfig:
         _require_mapping(d, prefix)
         allowed = {
             "duplicate_threshold", "potential_threshold", "candidate_cap", "scope",
-            "strong_negative_cap", "fields", "cluster", "rarity",
+            "strong_negative_cap", "single_field_cap", "fields", "cluster", "rarity",
         }
         _reject_unknown(d, allowed, prefix)
         dup = _number(d, "duplicate_threshold", 90.0, prefix, lo=0.0, hi=100.0)
@@ -266,12 +278,15 @@ class ScoringConfig:
         neg_cap = d.get("strong_negative_cap", True)
         if not isinstance(neg_cap, bool):
             raise ConfigError(f"{prefix}.strong_negative_cap", f"must be a boolean, got {neg_cap!r}")
+        one_cap = d.get("single_field_cap", True)
+        if not isinstance(one_cap, bool):
+            raise ConfigError(f"{prefix}.single_field_cap", f"must be a boolean, got {one_cap!r}")
         fields_ = _parse_fields(d.get("fields"), f"{prefix}.fields")
         cluster = _parse_cluster(d.get("cluster"), f"{prefix}.cluster")
         rarity = _number(d, "rarity", RARITY_SHARE, prefix, lo=0.0, hi=1.0)
         return cls(
             fields=fields_, duplicate_threshold=dup, potential_threshold=pot, candidate_cap=cap,
-            scope=scope, strong_negative_cap=neg_cap, cluster=cluster, rarity=rarity,
+            scope=scope, strong_negative_cap=neg_cap, single_field_cap=one_cap, cluster=cluster, rarity=rarity,
         )
 
     def field(self, name: str) -> FieldSpec | None:
