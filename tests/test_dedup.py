@@ -96,6 +96,26 @@ async def test_exact_and_edited_reposts_are_flagged_other_products_are_not(dsett
     assert view == (ORIGINAL["title"], int(orig)) or view == (ORIGINAL["title"], orig)
 
 
+async def test_a_title_alone_inside_a_longer_one_goes_to_a_moderator_not_to_auto_reject(dsettings: Settings) -> None:
+    """single_field_cap through the worker: ads with a title only (no body, price or place). The
+    same title again is a duplicate; a short title whose words are all in a longer one (token-set
+    100) is a potential duplicate at 89.9, and its flag says that nothing else was compared."""
+    s = dsettings
+    bare = {"user_id": "u9", "category": "games", "body": None, "price": None, "lat": None, "lon": None}
+    async with running_indexer(s), running_worker(s):
+        first = await add(s.dsn, bare | {"title": "Titanfall Review"}, "now() - interval '2 days'")
+        again = await add(s.dsn, bare | {"title": "Titanfall review"}, "now() - interval '1 day'")
+        longer = await add(s.dsn, bare | {"title": "Will 'Titanfall' Boost Xbox One? (Game Review)"})
+        await settle(s)
+    got = await flags(s.dsn)
+    assert got[again] == ("duplicate", first) and got[longer] == ("potential_duplicate", first), got
+    async with await psycopg.AsyncConnection.connect(s.dsn) as c:
+        cur = await c.execute("SELECT record_id, score, summary FROM nearsync.duplicate_flags ORDER BY record_id")
+        rows = {r[0]: (float(r[1]), r[2]) for r in await cur.fetchall()}
+    assert rows[longer] == (89.9, "same title, nothing else to compare")
+    assert rows[again][0] == 100.0 and "nothing else" not in rows[again][1]
+
+
 async def test_scope_user_limits_candidates(dsettings: Settings) -> None:
     s = dsettings  # default scope: user
     async with running_indexer(s), running_worker(s):
