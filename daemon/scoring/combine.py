@@ -42,6 +42,9 @@ same pairs of profiles (43% of the dense product bench's pairs were a repeat).""
 
 _UNKNOWN = object()
 
+TEXT_METRICS = frozenset({"token_set", "levenshtein", "jaro_winkler"})
+"""The metrics that compare a field's normalised text (:meth:`Side.text`)."""
+
 
 class PairScore:
     """The score of one pair of records.
@@ -164,7 +167,7 @@ def comparator(spec: FieldSpec) -> Comparator:
         ValueError: on an unknown metric (cannot happen with a validated config).
     """
     name, p, metric = spec.name, spec.params, spec.metric
-    if metric in ("token_set", "levenshtein", "jaro_winkler"):
+    if metric in TEXT_METRICS:
         if metric == "token_set":
             token_set_ratio = fuzz.token_set_ratio
             ratio: Callable[[str, str], float] = lambda x, y: token_set_ratio(x, y) / 100.0  # noqa: E731
@@ -362,7 +365,7 @@ def _with_rarity(spec: FieldSpec, compare: Comparator, cfg: ScoringConfig) -> Co
     """``compare`` itself, or for the ``title`` field when ``cfg`` scores with rarity
     (:attr:`ScoringConfig.uses_rarity`) its similarity blended with the rarity-weighted one
     (:func:`daemon.scoring.rarity.blended`, share ``cfg.rarity``)."""
-    if spec.name != "title" or spec.metric not in ("token_set", "levenshtein", "jaro_winkler") or not cfg.uses_rarity:
+    if spec.name != "title" or spec.metric not in TEXT_METRICS or not cfg.uses_rarity:
         return compare
     snapshot, share = cfg.snapshot, cfg.rarity
     assert snapshot is not None  # uses_rarity
@@ -795,8 +798,9 @@ def _bound(plan: tuple[tuple[float, bool], ...], sims: list[Any]) -> float:
 def _pair_score(compiled: tuple[tuple[FieldSpec, Comparator, bool, bool], ...], sims: list[Any],
                 cfg: ScoringConfig, a: Side, b: Side) -> PairScore:
     """The :class:`PairScore` of a pair whose every field was compared (``sims`` as :func:`_weighted`
-    takes them): the weighted mean rounded to 0.1, capped below the duplicate threshold on a
-    strong negative signal (``cfg.strong_negative_cap``)."""
+    takes them): the weighted mean rounded to 0.1, capped just below the duplicate threshold on a
+    strong negative signal (``cfg.strong_negative_cap``) or when one text field alone was counted
+    and its texts differ (``cfg.single_field_cap``)."""
     score, entries, negative = _weighted(compiled, sims)
     capped = False
     # the rounded score is the one decided on: 89.97 rounds to 90.0, a duplicate at the default threshold
@@ -805,10 +809,6 @@ def _pair_score(compiled: tuple[tuple[FieldSpec, Comparator, bool, bool], ...], 
         score = max(0.0, cfg.duplicate_threshold - 0.1)
         capped = True
     return PairScore(round(score, 1), capped=capped, entries=entries, sides=(a, b))
-
-
-TEXT_METRICS = frozenset({"token_set", "levenshtein", "jaro_winkler"})
-"""The metrics that compare a field's normalised text (:meth:`Side.text`)."""
 
 
 def _one_text_field_differs(entries: list[tuple[FieldSpec, float, bool]], a: Side, b: Side) -> bool:
