@@ -275,12 +275,8 @@ class ScoringConfig:
         scope = d.get("scope", "user")
         if scope not in SCOPES:
             raise ConfigError(f"{prefix}.scope", f"must be one of {', '.join(SCOPES)}, got {scope!r}")
-        neg_cap = d.get("strong_negative_cap", True)
-        if not isinstance(neg_cap, bool):
-            raise ConfigError(f"{prefix}.strong_negative_cap", f"must be a boolean, got {neg_cap!r}")
-        one_cap = d.get("single_field_cap", True)
-        if not isinstance(one_cap, bool):
-            raise ConfigError(f"{prefix}.single_field_cap", f"must be a boolean, got {one_cap!r}")
+        neg_cap = _boolean(d, "strong_negative_cap", True, prefix)
+        one_cap = _boolean(d, "single_field_cap", True, prefix)
         fields_ = _parse_fields(d.get("fields"), f"{prefix}.fields")
         cluster = _parse_cluster(d.get("cluster"), f"{prefix}.cluster")
         rarity = _number(d, "rarity", RARITY_SHARE, prefix, lo=0.0, hi=1.0)
@@ -331,6 +327,15 @@ def _integer(d: Mapping[str, Any], name: str, default: int, prefix: str, *, lo: 
         raise ConfigError(key, f"must be an integer, got {value!r}")
     if value < lo:
         raise ConfigError(key, f"must be >= {lo}, got {value}")
+    return value
+
+
+def _boolean(d: Mapping[str, Any], name: str, default: bool, prefix: str) -> bool:
+    """``d[name]`` (``default`` when absent), which must be a boolean. Raises ConfigError naming
+    ``prefix.name``."""
+    value = d.get(name, default)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{prefix}.{name}", f"must be a boolean, got {value!r}")
     return value
 
 
@@ -393,8 +398,7 @@ def _parse_field(name: str, entry: Mapping[str, Any], prefix: str) -> FieldSpec:
         elif pname == "gap":
             value = _number(entry, pname, pdefault, prefix, lo=0.0, hi=1.0, lo_open=True)
         elif pname in ("negative", "ignore_quantities", "common_prefix", "title_first", "relative"):
-            if not isinstance(value, bool):
-                raise ConfigError(key, f"must be a boolean, got {value!r}")
+            value = _boolean(entry, pname, pdefault, prefix)
         elif pname in ("tolerance", "radius_m", "max_days"):
             value = _number(entry, pname, pdefault, prefix, lo=0.0, lo_open=True)
         elif pname in ("lat_key", "lon_key"):
