@@ -31,11 +31,6 @@ NEWS_FILE = Path("news-stories") / "uci-news-aggregator_first6367rows.csv"
 """The headlines file, relative to the shared data directory."""
 
 
-def news_file(data_dir: Path) -> Path:
-    """The headlines CSV under ``data_dir`` (it may not exist)."""
-    return data_dir / NEWS_FILE
-
-
 def write_news_set(data_dir: Path, out: Path) -> tuple[Path, Path, int, int]:
     """Write ``out/records.csv`` and ``out/pairs.csv`` from the headlines file of ``data_dir``.
 
@@ -47,7 +42,7 @@ def write_news_set(data_dir: Path, out: Path) -> tuple[Path, Path, int, int]:
     Raises:
         FileNotFoundError: the headlines file is not in ``data_dir``.
     """
-    path = news_file(data_dir)
+    path = data_dir / NEWS_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found")
     out.mkdir(parents=True, exist_ok=True)
