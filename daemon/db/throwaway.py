@@ -176,14 +176,15 @@ def reap_abandoned(parent: Path, bindir: Path | None = None) -> list[Path]:
     return removed
 
 
-def _reaped_places(parent: Path | None) -> list[Path]:
-    """Where a start looks for abandoned clusters (:func:`reap_abandoned`): ``parent`` (None: the
-    temp dir) and, unless ``NEARSYNC_THROWAWAY_DIR`` is set, both default places (``/dev/shm`` and the
-    temp dir), so a cluster killed in memory is reaped by a later start that goes to disk."""
-    places = [Path(parent or tempfile.gettempdir())]
-    if not os.environ.get(THROWAWAY_DIR_ENV):
-        places += [p for p in (MEMORY_DIR, Path(tempfile.gettempdir())) if p.is_dir()]
-    return list(dict.fromkeys(places))
+def _reaped_places() -> list[Path]:
+    """Where a start looks for abandoned clusters (:func:`reap_abandoned`): ``NEARSYNC_THROWAWAY_DIR``
+    when set (the only place :func:`cluster_parent` then picks), else both default places
+    (``/dev/shm`` when it exists, and the temp dir), so a cluster killed in memory is reaped by a
+    later start that goes to disk."""
+    env = os.environ.get(THROWAWAY_DIR_ENV)
+    if env:
+        return [Path(env)]
+    return [p for p in (MEMORY_DIR, Path(tempfile.gettempdir())) if p.is_dir()]
 
 
 def free_port() -> int:
@@ -279,7 +280,7 @@ class ThrowawayPostgres:
         self._bindir = find_bindir()
         if self.base_dir is None:
             parent = cluster_parent(self.memory_bytes)
-            for place in _reaped_places(parent):
+            for place in _reaped_places():
                 reap_abandoned(place, self._bindir)
             self.base_dir = Path(tempfile.mkdtemp(prefix="nearsync-pg-", dir=parent))
             (self.base_dir / OWNER_FILE).write_text(f"{os.getpid()}\n")
