@@ -367,6 +367,13 @@ def test_colours_and_title_codes_tell_a_line_s_items_apart() -> None:
     assert _pair(a, b).reasons["models"]["similarity"] == 0
     assert m.title_models("Weber Genesis S320 LP Grill - 3780001") >= {"3780001"}
     assert m.codes_conflict(frozenset({"3780001"}), frozenset({"3880001"}), [], [])
+    # a date or a span of years is when, not which item: no catalogue number, on either side
+    assert m.title_models("The Energy Report 3/10/14") == frozenset()
+    assert m.title_models("Brake pads Honda Civic 2006-2011") == frozenset()
+    day = _pair({"title": "Video Games News And Rumors 3/10/14"}, {"title": "The Bachelor 2014 RECAP 3/10/14"})
+    assert "models" not in day.reasons and "model" not in day.summary()
+    one_day = _pair({"title": "Garage sale 3/10/14 - 4471203"}, {"title": "Garage sale 3/10/14 - 4471230"})
+    assert one_day.reasons["models"]["similarity"] == 0  # the catalogue numbers still conflict
     # a typo in one title's code, the right code in the other's body: no conflict
     assert not m.codes_conflict(frozenset({"de5x58784"}), frozenset({"de55x8784"}), ["de5x58784"], ["de55x8784", "de5x58784"])
     # a shop's all-digit item number against the maker's model number: two schemes, no evidence either

@@ -15,6 +15,7 @@ from daemon.signatures import (
     sentences,
     tokens,
 )
+from daemon.signatures.extract import is_calendar, title_codes
 
 RAW = TextOptions(stem=False, stopwords=False)
 
@@ -68,6 +69,21 @@ def test_extraction() -> None:
     assert phone_numbers("price 1234567") == []  # 7 digits: not a phone
     assert model_numbers("ab1") == []  # shorter than 4
     assert model_numbers("40in 16gb 1080p 2nd 128mb") == []  # quantities, not models
+
+
+@pytest.mark.parametrize(("word", "calendar"), [
+    ("3/10/14", True), ("10.03.2014", True), ("31-12-1999", True), ("2014-03-10", True), ("2024/11/27", True),
+    ("2006-2011", True), ("2006-11", True), ("1951-1993", True),
+    ("13/13/14", False), ("32/01/14", False), ("3/10-14", False), ("2014-13-01", False), ("2014-02-32", False),
+    ("12.345.678", False), ("3780001", False), ("33-1/3", False), ("45-67-89", False), ("1-2-3-4-5", False),
+    ("1850-1900", False), ("2006-2011-2015", False)])
+def test_dates_and_year_spans_are_no_catalogue_numbers(word: str, calendar: bool) -> None:
+    """A date (day-month-year either way round, or year-month-day) or a span of years is recognised by
+    the calendar's ranges, and only then left out of the title's codes."""
+    assert is_calendar(word) is calendar
+    codes = title_codes(normalise_text(f"Brake pads {word} kit"))
+    joined = word.replace("/", "").replace("-", "").replace(".", "")
+    assert (joined in codes) is (not calendar and 5 <= len(joined) <= 12)
 
 
 # ----------------------------------------------------------------------------------- configuration

@@ -59,9 +59,41 @@ _CODE_RUN = re.compile(r"\d[\d./-]{4,}")
 digits joined by ``-./``, starting with a digit: :func:`title_codes`)."""
 
 
+_DAY_MONTH_YEAR = re.compile(r"(\d{1,2})([-./])(\d{1,2})\2(?:\d{2}|\d{4})")
+_YEAR_MONTH_DAY = re.compile(r"(?:19|20)\d{2}([-./])(\d{1,2})\1(\d{1,2})")
+_YEAR_SPAN = re.compile(r"(?:19|20)\d{2}[-/](?:19|20)?\d{2}")
+
+
+def is_calendar(word: str) -> bool:
+    """Whether a word of digits joined by ``-./`` reads as a calendar date or a span of years: a
+    date, written day-month-year or month-day-year (``3/10/14``, ``10.03.2014``: both numbers 1-31,
+    one of them 1-12, the same separator twice, a year of 2 or 4 digits) or year-month-day
+    (``2014-03-10``: a year 1900-2099, a month 1-12, a day 1-31); or two years, or a year and a
+    month (``2006-2011``, ``2006-11``). Such a word says when (an event, a sale, the model years a
+    car part fits), not which item: two headlines of one day or two parts for one car's years share
+    it while being about different things, so :func:`title_codes` does not count it as a catalogue
+    number. No threshold: the test is the calendar's own ranges.
+
+    Args:
+        word: one word of :func:`daemon.signatures.text.words` (lower case, ``-./`` kept inside).
+    Returns:
+        True for a date or a span of years as above; False otherwise (a catalogue number such as
+        ``12.345.678`` or ``3780001``, a size such as ``33-1/3``).
+    """
+    m = _DAY_MONTH_YEAR.fullmatch(word)
+    if m:
+        a, b = int(m[1]), int(m[3])
+        return 1 <= a <= 31 and 1 <= b <= 31 and min(a, b) <= 12
+    m = _YEAR_MONTH_DAY.fullmatch(word)
+    if m:
+        return 1 <= int(m[2]) <= 12 and 1 <= int(m[3]) <= 31
+    return _YEAR_SPAN.fullmatch(word) is not None
+
+
 def title_codes(normalised_title: str, pieces: list[str] | None = None) -> tuple[str, ...]:
     """The codes of a title alone: its model numbers (:func:`model_numbers`) and its all-digit
-    catalogue numbers of 5 to 12 digits once ``-./`` are removed (``3780001``): the product the
+    catalogue numbers of 5 to 12 digits once ``-./`` are removed (``3780001``), other than dates
+    and spans of years (:func:`is_calendar`): the product the
     listing is about, whereas a body may name compatible products too. Stored in the signature
     (``title_codes``), so the scorer does not derive them again for every candidate it reads
     (``daemon.scoring.metrics.title_models``, the same function).
@@ -79,7 +111,7 @@ def title_codes(normalised_title: str, pieces: list[str] | None = None) -> tuple
             # with a digit and has 5 characters or more: the others are skipped without the regexes.
             if len(w) >= 5 and w[0].isdecimal():
                 joined = _CODE_SEPARATORS.sub("", w)
-                if _DIGIT_CODE.fullmatch(joined):
+                if _DIGIT_CODE.fullmatch(joined) and not is_calendar(w):
                     codes.add(joined)
     return tuple(sorted(codes))
 
