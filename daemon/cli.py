@@ -351,6 +351,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         if data is None:
             ds = load_labelled(args.records, args.pairs, mapping=mapping, id_column=args.id, encoding=args.encoding,
                                source_column=args.source_column, delimiter=args.delimiter)
+            if ds.pairs_outside:
+                print(f"nearsync: note: {ds.pairs_outside} of the true pairs in {args.pairs} name an id the records "
+                      "lack; they are left out of the figures", file=sys.stderr)
         else:
             ds = abt_buy(data)
         report = evaluate(ds, profile=profile, config=config,
@@ -634,7 +637,9 @@ def build_parser() -> argparse.ArgumentParser:
                                "--source-column @file --out /tmp/eval",
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     ev.add_argument("--records", action="append", metavar="CSV", help="records CSV (repeat for several files)")
-    ev.add_argument("--pairs", metavar="CSV", help="true pairs CSV: two id columns, header first")
+    ev.add_argument("--pairs", metavar="CSV", help="true pairs CSV: two id columns, header first; a pair naming "
+                    "an id the records lack is left out and counted (true_pairs_outside_records), and none "
+                    "left is an error")
     ev.add_argument("--map", help="field=column list, e.g. title=name,body=description,price=price; a field that "
                                   "is no role (authors=authors,year=year) is stored, and scored when --config "
                                   "gives it a metric ([dedup.fields.year] metric = \"numeric\")")

@@ -538,6 +538,45 @@ async def test_a_batch_before_the_pool_is_ready_is_built_on_a_thread_and_starts_
         pool.close()
 
 
+_POOL_START_THEN_EXIT = """
+import sys, time
+from daemon.capture.documents import DocumentBuilder, SignaturePool
+from daemon.capture.source import SourceTable
+from daemon.config import SourceSettings
+from daemon.signatures import SignatureParams
+
+if __name__ == "__main__":
+    pool = SignaturePool(DocumentBuilder(SourceTable(SourceSettings(), "int"), SignatureParams(), "global"), workers=2)
+    pool.start()
+    time.sleep(float(sys.argv[1]))  # exit while the workers may still be starting
+    spawned = pool._pool._processes  # the executor's own dict: the workers the start spawns land in it
+    pool.close()
+    print(len(spawned), sum(p.is_alive() for p in spawned.values()))
+"""
+
+
+@pytest.mark.parametrize("delay_s", [0.0, 0.3, 0.45, 0.6])
+def test_closing_the_signature_pool_joins_its_workers_so_a_short_run_exits_cleanly(tmp_path: Any, delay_s: float) -> None:
+    """``SignaturePool.close`` returns once its workers have exited. It used to return at once: a
+    process that closed the pool and ended while a worker was still starting (``nearsync evaluate``
+    of a few records, about one run in three) left that worker to find the pool's semaphores
+    removed, and stderr ended in a ``FileNotFoundError`` traceback from the forkserver."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    script = tmp_path / "start_then_exit.py"
+    script.write_text(_POOL_START_THEN_EXIT)
+    done = subprocess.run([sys.executable, str(script), str(delay_s)], capture_output=True, text=True, timeout=120,
+                          cwd=str(tmp_path), env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    started, alive = map(int, done.stdout.split())
+    assert started == 2 and alive == 0, f"{alive} of {started} workers still running after close()"
+    assert "Traceback" not in done.stderr, done.stderr
+
+
 async def test_a_backlog_is_never_claimed_in_batches_the_pool_would_sign_inline(settings: Settings) -> None:
     """With a signature pool, the indexer's adaptive batch size does not halve below the pool's
     ``min_parallel`` (those rows would be signed in the daemon's own process, the workers idle),

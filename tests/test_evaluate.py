@@ -33,6 +33,8 @@ def write_labelled(tmp: Path, n: int = 120) -> tuple[Path, Path, set[tuple[str, 
 
 def test_evaluate_any_labelled_csv(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rec, pp, pairs = write_labelled(tmp_path)
+    with pp.open("a", newline="") as f:  # a gold standard over a larger set: a pair outside the records
+        csv.writer(f).writerow(["r0", "r999"])
     cfg = tmp_path / "eval.toml"
     cfg.write_text('[dedup]\nscope = "user"\n')
     out = tmp_path / "out"
@@ -40,8 +42,11 @@ def test_evaluate_any_labelled_csv(tmp_path: Path, capsys: pytest.CaptureFixture
                  "--map", "title=headline,body=text,price=cost,user=seller", "--config", str(cfg),
                  "--out", str(out), "--json-only"])
     assert code == 0
-    report = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
     assert report["records"] == 120 and report["true_pairs_given"] == len(pairs)
+    assert report["true_pairs_outside_records"] == 1
+    assert f"nearsync: note: 1 of the true pairs in {pp} name an id the records lack" in captured.err
     union = report["duplicate_or_potential"]
     # Generated reposts of reposts carry typos in their model numbers too, so one ad's copies form
     # two groups of confirmed duplicates linked at ~88 (< 90): they are not merged through such
@@ -94,7 +99,12 @@ def test_evaluate_bad_mapping_names_the_option(tmp_path: Path, capsys: pytest.Ca
     (b"id,title\n1,a\n,b\n", [], "line 3, column 'id': empty id"),
     (b"id,title\n1,a\n2,b\n1,c\n", [], "line 4, column 'id': id '1' already on line 2"),
     (b"id,title\n1,caf\xc3\xa9\n2,caf\xe9\n", [], "line 3, column 'title': byte b'\\xe9' is not valid utf-8"),
-], ids=["bom-with-cp1252", "missing-column", "empty-id", "duplicate-id", "mixed-encodings"])
+    (b"id,title\n1,a\n2,\"never closed\n3,c\n", [],
+     "line 3: not valid CSV (unexpected end of data: a quote opened there is never closed)"),
+    (b'id,title\n1,"a"b\n', [], "line 2: not valid CSV"),
+    (b"id,title\n", [], "no records (a header line and no rows)"),
+], ids=["bom-with-cp1252", "missing-column", "empty-id", "duplicate-id", "mixed-encodings", "quote-never-closed",
+        "text-after-a-quote", "header-only"])
 def test_bad_records_file_one_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes,
                                           extra: list[str], says: str) -> None:
     rec = tmp_path / "bad.csv"
@@ -105,6 +115,24 @@ def test_bad_records_file_one_clear_error(tmp_path: Path, capsys: pytest.Capture
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
     assert f"{rec}: {says}" in err, err
+
+
+@pytest.mark.parametrize(("pairs", "says"), [
+    ("a,b\n", "no pairs (expected a header line, then two ids per line, separated by ',')"),
+    ("a\n1\n2\n", "no pairs"),
+    ("a,b\n1,7\n8,9\n", "none of its 2 pairs names two ids of the records (e.g. '1', '7'); check --id"),
+], ids=["header-only", "one-column", "unknown-ids"])
+def test_a_pairs_file_that_gives_no_true_pair_is_one_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                               pairs: str, says: str) -> None:
+    """Pairs that name no two ids of the records (the wrong ``--id``, delimiter or file order) used to
+    give a report of zero true pairs, precision and recall 0, and no word of why."""
+    rec, pp = tmp_path / "r.csv", tmp_path / "p.csv"
+    rec.write_text("id,title\n1,Sony KDL-40V4100 TV\n2,Sony KDL40V4100 LCD TV\n")
+    pp.write_text(pairs)
+    code = main(["evaluate", "--records", str(rec), "--pairs", str(pp), "--map", "title=title", "--json-only"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert f"config error at '--pairs': {pp}: {says}" in err, err
 
 
 def test_utf8_bom_is_accepted_and_percent_delimiter_and_shared_ids(tmp_path: Path) -> None:

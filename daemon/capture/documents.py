@@ -434,13 +434,17 @@ class SignaturePool:
         return self._pool
 
     def close(self) -> None:
-        """Shut the worker processes down, after a start begun by :meth:`start` has finished
-        (up to 30 s)."""
+        """Shut the worker processes down and wait until they have exited, after a start begun by
+        :meth:`start` has finished (up to 30 s). Parts not yet started are cancelled; a part being
+        built is finished first (a 250-row part takes ~0.1 s). Waiting matters: a worker still
+        starting when its parent exits finds the pool's semaphores already removed and prints a
+        ``FileNotFoundError`` traceback (``SemLock._rebuild``), as ``nearsync evaluate`` of a few
+        records did about once in three runs. Idempotent; the next large batch starts a new pool."""
         if self._warmer is not None:  # a forkserver left half started prints a traceback at exit
             self._warmer.join(timeout=30)
             self._warmer = None
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
             self._warming = []
 

@@ -39,6 +39,9 @@ class Dataset:
     name: str
     records: list[Record]
     pairs: set[tuple[str, str]] = field(default_factory=set)
+    pairs_outside: int = 0
+    """True pairs read whose two ids are not both among the records, left out of :attr:`pairs`
+    (a gold standard over a larger set, or ids the records file lacks)."""
 
 
 def default_data_dir() -> Path | None:
@@ -160,15 +163,32 @@ def read_records_csv(path: Path, *, mapping: Mapping[str, str], id_column: str =
     Raises:
         ConfigError: (key ``--id`` / ``--map`` / ``--records``) naming the file, line and column: a
             named column is not in the header; with ``strict``, an empty id, an id already seen (and
-            where), or bytes that are not valid in ``encoding``.
+            where), bytes that are not valid in ``encoding``, or text that is not valid CSV (RFC 4180
+            quoting: a quote opened and never closed, which would take the rest of the file as one
+            value, or text after a closing quote).
     """
     if strict:
         text = decode_csv(path, encoding, delimiter)
     else:
         with path.open(newline="", encoding=encoding, errors="replace") as f:
             text = f.read()
-    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
+    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter, strict=strict)
+    ended = [0]  # the line on which the last whole row (or the header) ended
+    try:
+        return _records(path, reader, mapping, id_column, key_prefix, extra, strict, ended)
+    except csv.Error as e:  # strict only: a quote never closed would swallow the rest of the file
+        hint = ("a quote opened there is never closed" if "end of data" in str(e)
+                else 'a quote inside a quoted value is written twice, ""')
+        raise ConfigError("--records", f"{path}: line {ended[0] + 1}: not valid CSV ({e}: {hint})") from None
+
+
+def _records(path: Path, reader: csv.DictReader[str], mapping: Mapping[str, str], id_column: str, key_prefix: str,
+             extra: Mapping[str, Any] | None, strict: bool, ended: list[int]) -> list[Record]:
+    """The records of ``reader`` (:func:`read_records_csv`, which documents the arguments and the
+    errors), keeping in ``ended[0]`` the line on which the last whole row ended. Raises csv.Error on
+    invalid CSV when ``reader`` is strict."""
     cols = [c.strip() if c else c for c in (reader.fieldnames or [])]
+    ended[0] = reader.line_num
     reader.fieldnames = cols
     if id_column not in cols:
         raise ConfigError("--id", f"{path}: line 1: no column {id_column!r} (columns: {cols})")
@@ -189,6 +209,7 @@ def read_records_csv(path: Path, *, mapping: Mapping[str, str], id_column: str =
         fields: dict[str, Any] = {role: (row.get(col) or None) for role, col in mapping.items()}
         fields |= dict(extra or {})
         out.append(Record(f"{key_prefix}{rid}", fields))
+        ended[0] = reader.line_num
     return out
 
 

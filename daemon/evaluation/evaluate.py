@@ -73,7 +73,11 @@ def load_labelled(records: list[str], pairs: str, *, mapping: dict[str, str], id
     Raises:
         ConfigError: naming the file, line and column: a named column is missing (key ``--id`` /
             ``--map`` / ``--source-column``), an empty or repeated id, bytes invalid in ``encoding``,
-            a BOM with a non-UTF-8 encoding; or ids shared by more than two files.
+            a BOM with a non-UTF-8 encoding; or ids shared by more than two files; no records at
+            all (``--records``); a pairs file without pairs, or none of whose pairs names two ids of
+            the records (``--pairs``: the wrong ``--id`` or delimiter, the files in the wrong order).
+            Pairs naming an id the records lack are otherwise left out and counted
+            (:attr:`Dataset.pairs_outside`, ``true_pairs_outside_records`` in the report).
     """
     per_file: list[list[Record]] = []
     for path in records:
@@ -106,10 +110,19 @@ def load_labelled(records: list[str], pairs: str, *, mapping: dict[str, str], id
             for r in part:
                 r.key = prefix + r.key
     recs = [r for part in per_file for r in part]
+    if not recs:
+        raise ConfigError("--records", f"{', '.join(records)}: no records (a header line and no rows)")
     present = {r.key for r in recs}
-    truth = {p for p in read_pairs_csv(Path(pairs), encoding=encoding, prefixes=prefixes, delimiter=delimiter)
-             if p[0] in present and p[1] in present}
-    return Dataset(Path(records[0]).stem, recs, truth)
+    read = read_pairs_csv(Path(pairs), encoding=encoding, prefixes=prefixes, delimiter=delimiter)
+    if not read:
+        raise ConfigError("--pairs", f"{pairs}: no pairs (expected a header line, then two ids per line, "
+                                     f"separated by {delimiter!r})")
+    truth = {p for p in read if p[0] in present and p[1] in present}
+    if not truth:
+        a, b = min(read)
+        raise ConfigError("--pairs", f"{pairs}: none of its {len(read)} pairs names two ids of the records "
+                                     f"(e.g. {a!r}, {b!r}); check --id, --delimiter and the order of the files")
+    return Dataset(Path(records[0]).stem, recs, truth, pairs_outside=len(read) - len(truth))
 
 
 async def _add_columns(dsn: str, names: list[str]) -> None:
@@ -263,6 +276,7 @@ async def _run_pipeline(settings: Settings, ds: Dataset, *, progress: bool) -> _
             indexer.loop.stop()
             worker.stop()
             await asyncio.gather(*tasks, return_exceptions=True)
+            indexer.close()  # the signature workers joined: none left half started when the process ends
     phases["drained_s"] = wall
     return _Raw({"wall_s": wall, "phases": {k: round(v, 2) for k, v in phases.items()}, "flags": flags,
                  "clusters": dict(clusters), "links": links,
@@ -463,6 +477,7 @@ def evaluate(ds: Dataset, *, profile: str = DEFAULT_PROFILE, config: dict[str, A
     compared = raw["compared"]
     report: dict[str, Any] = {
         "dataset": ds.name, "records": len(ds.records), "true_pairs_given": len(ds.pairs),
+        "true_pairs_outside_records": ds.pairs_outside,
         "true_pairs_closure": len(truth), "backend": backend, "profile": settings.profile,
         "settings": effective,
         "duplicate": _prf(pred_dup, truth),
