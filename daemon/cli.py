@@ -272,12 +272,14 @@ async def cmd_rarity(args: argparse.Namespace) -> int:
 
 async def cmd_deadletter(args: argparse.Namespace) -> int:
     """``nearsync deadletter list|retry|purge``: list dead-lettered changes with their errors, requeue
-    them (all, or ``ids``), or delete them. Returns exit code 0."""
+    them (all, or ``ids``), or delete them. Returns exit code 0, or 1 when some of the ``ids`` named
+    no dead letter (those are named on stderr; the others are retried or purged)."""
 
-    from daemon.ops.deadletters import list_dead, purge_dead, retry_dead
+    from daemon.ops.deadletters import absent_dead, list_dead, purge_dead, retry_dead
 
     settings = _settings(args)
     ids = args.ids or None
+    absent = await absent_dead(settings, ids) if ids and args.action != "list" else []
     if args.action == "list":
         rows = await list_dead(settings, limit=args.limit)
         if args.json:
@@ -291,6 +293,10 @@ async def cmd_deadletter(args: argparse.Namespace) -> int:
         print(f"requeued {await retry_dead(settings, ids)} record(s)")
     else:
         print(f"purged {await purge_dead(settings, ids)} dead letter(s)")
+    if absent:
+        print(f"nearsync: no dead letter with id {', '.join(map(str, absent))} (nearsync deadletter list shows "
+              "them)", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -604,7 +610,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("deadletter", parents=[common], help="list, retry or purge dead letters")
     d.add_argument("action", choices=["list", "retry", "purge"])
-    d.add_argument("ids", nargs="*", type=int, help="dead-letter ids (default: all)")
+    d.add_argument("ids", nargs="*", type=int, help="dead-letter ids (default: all); an id that names no dead "
+                   "letter is reported on stderr and the exit code is 1, the others are retried or purged")
     d.add_argument("--limit", type=positive_int, default=100, help="most dead letters listed (default 100)")
     d.set_defaults(func=cmd_deadletter, is_async=True)
 

@@ -251,10 +251,14 @@ async def test_deadletter_cli_list_retry_purge(settings: Settings, capsys: pytes
         await c.execute("SET session_replication_role = replica")  # fix the row without a new change
         await c.execute("UPDATE ads SET price = '5' WHERE id = 1")
     one = next(r["id"] for r in rows if r["record_id"] == "1")
-    assert await cli(["deadletter", "retry", str(one), *dsn]) == 0
-    assert "requeued 1 record(s)" in capsys.readouterr().out
+    assert await cli(["deadletter", "retry", str(one), "987654", *dsn]) == 1  # one of them is no dead letter
+    out = capsys.readouterr()
+    assert "requeued 1 record(s)" in out.out and "nearsync: no dead letter with id 987654" in out.err
     async with running_indexer(settings):
         await wait_until(lambda: _indexed(settings, {"1", "3"}), timeout=30)
+    assert await cli(["deadletter", "purge", str(one), *dsn]) == 1  # retried: no longer a dead letter
+    out = capsys.readouterr()
+    assert "purged 0 dead letter(s)" in out.out and f"no dead letter with id {one} " in out.err
     assert await cli(["deadletter", "purge", *dsn]) == 0
     assert "purged 1 dead letter(s)" in capsys.readouterr().out
     assert await cli(["deadletter", "list", "--json", *dsn]) == 0

@@ -19,6 +19,14 @@ async def list_dead(settings: Settings, *, limit: int = 100) -> list[dict[str, A
         return list(await cur.fetchall())
 
 
+async def absent_dead(settings: Settings, ids: list[int]) -> list[int]:
+    """Of ``ids``, those that name no dead letter (ascending; ``[]`` when all do): what a retry or a
+    purge of those ids would leave untouched."""
+    async with await psycopg.AsyncConnection.connect(settings.require_dsn(), autocommit=True) as conn:
+        cur = await conn.execute(query("dead_letter_ids_absent"), {"ids": ids})
+        return [int(r[0]) for r in await cur.fetchall()]
+
+
 async def retry_dead(settings: Settings, ids: list[int] | None = None) -> int:
     """Put dead letters (all, or ``ids``) back on their queue with a fresh sequence; returns how many."""
     async with await psycopg.AsyncConnection.connect(settings.require_dsn(), autocommit=True) as conn:

@@ -7,6 +7,11 @@ SELECT queue, count(*)::bigint AS n FROM nearsync.dead_letters GROUP BY queue OR
 SELECT id, queue, table_name, record_id, op, seq, attempts, error, changed_at, failed_at
 FROM nearsync.dead_letters ORDER BY id LIMIT %(limit)s;
 
+-- name: dead_letter_ids_absent
+-- Which of the given dead-letter ids are not in the table (a retry or purge names them).
+SELECT g.id FROM unnest(%(ids)b::bigint[]) AS g(id)
+WHERE NOT EXISTS (SELECT 1 FROM nearsync.dead_letters d WHERE d.id = g.id) ORDER BY g.id;
+
 -- name: dead_letter_retry
 -- Put dead letters back on their queue with a fresh sequence and zero attempts.
 WITH back AS (
