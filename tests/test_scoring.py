@@ -365,6 +365,14 @@ def test_colours_and_title_codes_tell_a_line_s_items_apart() -> None:
     a = {"title": "Pioneer Premier In-Dash CD/WMA/MP3/AAC Receiver - DEHP500UB"}
     b = {"title": "Pioneer Premier In-Dash CD/WMA/MP3/AAC Receiver - DEHP400UB"}
     assert _pair(a, b).reasons["models"]["similarity"] == 0
+    # the phrase names the codes, for a moderator: those each title lacks, or those both share
+    assert _pair(a, b).details["models"] == "different model number (DEHP500UB / DEHP400UB)"
+    assert _pair({"title": "Netgear FS105 switch"}, {"title": "Netgear FS105NA 5-port switch"}).details[
+        "models"] == "near-same model number (FS105 / FS105NA)"  # not the quantity 5PORT beside them
+    assert _pair({"title": "Samsung 47-inch LED TV"}, {"title": "Samsung 55-inch LED TV"}).details[
+        "models"] == "different model number (47INCH / 55INCH)"  # a quantity when nothing else differs
+    assert _pair({"title": "Sony KDL-40V4100 TV"}, {"title": "Sony Bravia KDL40V4100 LCD"}).details[
+        "models"] == "same model number (KDL40V4100)"
     assert m.title_models("Weber Genesis S320 LP Grill - 3780001") >= {"3780001"}
     assert m.codes_conflict(frozenset({"3780001"}), frozenset({"3880001"}), [], [])
     # a date or a span of years is when, not which item: no catalogue number, on either side

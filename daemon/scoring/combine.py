@@ -398,6 +398,33 @@ def _title_words(fields: Mapping[str, Any]) -> frozenset[str]:
     return m._title_parts(str(fields.get("title") or ""))[1]
 
 
+def _title_codes_shown(spec: FieldSpec, word: str, a_fields: Mapping[str, Any], b_fields: Mapping[str, Any]) -> str:
+    """The titles' codes behind a ``title_first`` field's phrase, for a moderator: ``" (KDL40V4100)"``
+    (at most two shared codes, quantities left out when the field ignores them) after "same",
+    ``" (DVPNS57PS / DVPNS57PB)"`` (at most two codes of each title the other lacks, quantities
+    such as ``47INCH`` only when the titles differ in nothing else) after "near-same" or
+    "different"; ``""`` when the titles do not both have codes or the phrase rests
+    on model numbers named elsewhere in a record. Upper case, joined forms
+    (:func:`metrics.title_models`)."""
+    ta, tb = a_fields.get("title"), b_fields.get("title")
+    ca = m.title_models(str(ta)) if ta else frozenset()
+    cb = m.title_models(str(tb)) if tb else frozenset()
+    if not (ca and cb):
+        return ""
+    iq = spec.params.get("ignore_quantities")
+    if word == "same":
+        shared = sorted(c for c in ca & cb if not (iq and m.is_quantity(c)))
+        return f" ({' '.join(shared[:2]).upper()})" if shared else ""
+    only_a, only_b = sorted(ca - cb), sorted(cb - ca)
+    if iq:  # quantities only when the codes differ in nothing else (47INCH / 55INCH)
+        qa, qb = [c for c in only_a if not m.is_quantity(c)], [c for c in only_b if not m.is_quantity(c)]
+        if qa and qb:
+            only_a, only_b = qa, qb
+    if not (only_a and only_b):
+        return ""
+    return f" ({' '.join(only_a[:2]).upper()} / {' '.join(only_b[:2]).upper()})"
+
+
 def _detail(spec: FieldSpec, sim: float, a_fields: Mapping[str, Any], b_fields: Mapping[str, Any]) -> str:
     label = _LABELS.get(spec.name, spec.name)
     if spec.metric == "numbers":
@@ -414,9 +441,9 @@ def _detail(spec: FieldSpec, sim: float, a_fields: Mapping[str, Any], b_fields: 
         a, b = float(a_fields["price"]), float(b_fields["price"])
         return f"price gap {max(a, b) / min(a, b):.1f}x" if min(a, b) > 0 else "price gap"
     if spec.metric == "exact":
-        if sim >= 1.0:
-            return f"same {label}"
-        return f"near-same {label}" if sim > 0.0 else f"different {label}"
+        word = "same" if sim >= 1.0 else "near-same" if sim > 0.0 else "different"
+        codes = _title_codes_shown(spec, word, a_fields, b_fields) if spec.params.get("title_first") else ""
+        return f"{word} {label}{codes}"
     if spec.metric == "price":
         a, b = m.price_value(a_fields.get(spec.name)), m.price_value(b_fields.get(spec.name))
         if a == b:
