@@ -95,7 +95,8 @@ class PairScore:
         if self._details is None:
             a, b = self._a, self._b
             assert a is not None and b is not None  # set whenever entries are
-            self._details = {spec.name: _detail(spec, sim, a.fields, b.fields) for spec, sim, _ in self._entries or ()}
+            self._details = {spec.name: _detail(spec, sim, a.fields, b.fields, (a, b))
+                             for spec, sim, _ in self._entries or ()}
         return self._details
 
     def __eq__(self, other: object) -> bool:
@@ -398,17 +399,22 @@ def _title_words(fields: Mapping[str, Any]) -> frozenset[str]:
     return m._title_parts(str(fields.get("title") or ""))[1]
 
 
-def _title_codes_shown(spec: FieldSpec, word: str, a_fields: Mapping[str, Any], b_fields: Mapping[str, Any]) -> str:
+def _title_codes_shown(spec: FieldSpec, word: str, a_fields: Mapping[str, Any], b_fields: Mapping[str, Any],
+                       sides: tuple[Side, Side] | None = None) -> str:
     """The titles' codes behind a ``title_first`` field's phrase, for a moderator: ``" (KDL40V4100)"``
     (at most two shared codes, quantities left out when the field ignores them) after "same",
     ``" (DVPNS57PS / DVPNS57PB)"`` (at most two codes of each title the other lacks, quantities
     such as ``47INCH`` only when the titles differ in nothing else) after "near-same" or
     "different"; ``""`` when the titles do not both have codes or the phrase rests
-    on model numbers named elsewhere in a record. Upper case, joined forms
-    (:func:`metrics.title_models`)."""
-    ta, tb = a_fields.get("title"), b_fields.get("title")
-    ca = m.title_models(str(ta)) if ta else frozenset()
-    cb = m.title_models(str(tb)) if tb else frozenset()
+    on model numbers named elsewhere in a record. Upper case, joined forms: the codes the score
+    used (:meth:`Side.title_codes`, kept by each side) when ``sides`` are given, else the titles'
+    own (:func:`metrics.title_models`, the same for a document signed with them)."""
+    if sides is not None:
+        ca, cb = sides[0].title_codes(), sides[1].title_codes()
+    else:
+        ta, tb = a_fields.get("title"), b_fields.get("title")
+        ca = m.title_models(str(ta)) if ta else frozenset()
+        cb = m.title_models(str(tb)) if tb else frozenset()
     if not (ca and cb):
         return ""
     iq = spec.params.get("ignore_quantities")
@@ -425,7 +431,11 @@ def _title_codes_shown(spec: FieldSpec, word: str, a_fields: Mapping[str, Any], 
     return f" ({' '.join(only_a[:2]).upper()} / {' '.join(only_b[:2]).upper()})"
 
 
-def _detail(spec: FieldSpec, sim: float, a_fields: Mapping[str, Any], b_fields: Mapping[str, Any]) -> str:
+def _detail(spec: FieldSpec, sim: float, a_fields: Mapping[str, Any], b_fields: Mapping[str, Any],
+            sides: tuple[Side, Side] | None = None) -> str:
+    """The short human phrase of one field's similarity ``sim`` (:attr:`PairScore.details`), from the
+    two records' fields (and, for a ``title_first`` field, the titles' codes: ``sides`` when given,
+    :func:`_title_codes_shown`)."""
     label = _LABELS.get(spec.name, spec.name)
     if spec.metric == "numbers":
         na, nb = m.title_numbers(str(a_fields["title"])), m.title_numbers(str(b_fields["title"]))
@@ -442,7 +452,7 @@ def _detail(spec: FieldSpec, sim: float, a_fields: Mapping[str, Any], b_fields: 
         return f"price gap {max(a, b) / min(a, b):.1f}x" if min(a, b) > 0 else "price gap"
     if spec.metric == "exact":
         word = "same" if sim >= 1.0 else "near-same" if sim > 0.0 else "different"
-        codes = _title_codes_shown(spec, word, a_fields, b_fields) if spec.params.get("title_first") else ""
+        codes = _title_codes_shown(spec, word, a_fields, b_fields, sides) if spec.params.get("title_first") else ""
         return f"{word} {label}{codes}"
     if spec.metric == "price":
         a, b = m.price_value(a_fields.get(spec.name)), m.price_value(b_fields.get(spec.name))
