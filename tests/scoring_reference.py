@@ -79,7 +79,7 @@ def field_similarity(
         if p["title_first"]:
             ta, tb = a_fields.get("title"), b_fields.get("title")
             if ta and tb:
-                ma, mb = m.title_models(str(ta)), m.title_models(str(tb))
+                ma, mb = m.record_title_models(a_fields), m.record_title_models(b_fields)
                 if ma and mb:
                     if codes_conflict(ma, mb, a, b, p["partial_min_len"]):
                         return None if m.separate_schemes(ma, mb, p["partial_min_len"]) else 0.0 if p["negative"] else None

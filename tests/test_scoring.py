@@ -382,6 +382,12 @@ def test_colours_and_title_codes_tell_a_line_s_items_apart() -> None:
     assert "models" not in day.reasons and "model" not in day.summary()
     one_day = _pair({"title": "Garage sale 3/10/14 - 4471203"}, {"title": "Garage sale 3/10/14 - 4471230"})
     assert one_day.reasons["models"]["similarity"] == 0  # the catalogue numbers still conflict
+    # a price written in an ad's title is the price, not a model number: a repost whose price dropped
+    first = {"title": "iPhone 12 64GB black - 45000", "body": "Like new, with box and charger.", "price": 45000}
+    drop = {"title": "iPhone 12 64GB black - 42000", "body": "Like new, with box and charger.", "price": 42000}
+    repost = _pair(first, drop)
+    assert "models" not in repost.reasons and decide(repost.score, CFG) is not None, repost.summary()
+    assert _pair({**first, "price": None}, {**drop, "price": None}).reasons["models"]["similarity"] == 0
     # a typo in one title's code, the right code in the other's body: no conflict
     assert not m.codes_conflict(frozenset({"de5x58784"}), frozenset({"de55x8784"}), ["de5x58784"], ["de55x8784", "de5x58784"])
     # a shop's all-digit item number against the maker's model number: two schemes, no evidence either

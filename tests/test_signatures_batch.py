@@ -224,7 +224,7 @@ def test_worker_wire_form_is_byte_for_byte_the_pinned_one(params: SignatureParam
     import xxhash
 
     from daemon.backends.pg_encoding import encode_document, keys_of
-    from daemon.scoring.metrics import title_models
+    from daemon.scoring.metrics import record_title_models
 
     builder = DocumentBuilder(SourceTable(SourceSettings(), "int"), params, "user", encoder=encode_document)
     plain = replace(builder, encoder=None, signed=False)
@@ -240,7 +240,8 @@ def test_worker_wire_form_is_byte_for_byte_the_pinned_one(params: SignatureParam
             assert "text" not in sig
             # added on 2026-11-27 after every other key: the title's codes, as the scorer derives them
             codes, title = sig.pop("title_codes"), row.get("title")
-            assert frozenset(codes) == (title_models(str(title)) if title else frozenset()) and codes == sorted(codes)
+            assert frozenset(codes) == record_title_models({"title": title, "price": row.get("price")})
+            assert codes == sorted(codes)
             sig["text"] = compute_signature(plain.build(row, version).fields, params).text
             keys = orjson.dumps(keys_of(sig)).decode()
             for text in (d.record_id, str(d.version), e.scope, e.fields, orjson.dumps(sig).decode(), keys):

@@ -100,6 +100,23 @@ def test_title_codes_are_the_scorers_and_a_document_without_them_scores_the_same
     assert Side(fields, doc).title_codes() == Side(fields, legacy).title_codes() == expected
 
 
+@pytest.mark.parametrize(("price", "codes"), [
+    (45000, []), (45000.0, []), ("45000", []), (" 45000.00 ", []), (44999, ["45000"]), (None, ["45000"]),
+    ("call me", ["45000"]), (float("nan"), ["45000"]), (True, ["45000"])])
+def test_the_records_own_price_in_its_title_is_no_code_for_the_signer_and_the_scorer(price: object,
+                                                                                  codes: list[str]) -> None:
+    """A title that carries the ad's price (``iPhone 12 64GB - 45000`` at 45,000) has no catalogue
+    number: the signer leaves it out of ``title_codes``, and the scorer's own derivation, for a
+    document stored without them, agrees."""
+    from daemon.scoring.side import Side
+
+    fields = {"title": "iPhone 12 64GB - 45000", "price": price}
+    doc = compute_signature(fields).to_document()
+    assert doc["title_codes"] == codes
+    legacy = {k: v for k, v in doc.items() if k != "title_codes"}
+    assert Side(fields, doc).title_codes() == Side(fields, legacy).title_codes() == frozenset(codes)
+
+
 def test_from_document_rejects_malformed() -> None:
     doc = compute_signature(AD).to_document()
     with pytest.raises(ValueError):

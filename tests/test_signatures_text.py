@@ -15,7 +15,7 @@ from daemon.signatures import (
     sentences,
     tokens,
 )
-from daemon.signatures.extract import is_calendar, title_codes
+from daemon.signatures.extract import is_calendar, is_price, title_codes
 
 RAW = TextOptions(stem=False, stopwords=False)
 
@@ -208,3 +208,15 @@ def test_final_form_memo_gives_the_unmemoised_tokens(monkeypatch) -> None:
     text_mod._candidate_cache(opts).clear()
     assert text_mod.tokens_from_words(pieces + [f"listing{i}" for i in range(6)], opts)[:len(expected)] == expected
     assert len(text_mod._final_form_cache(opts)) <= 4
+
+
+@pytest.mark.parametrize(("word", "price", "is_it"), [
+    ("45000", 45000.0, True), ("45.000", 45000.0, True), ("1299.99", 1299.99, True), ("12999", 12999.0, True),
+    ("45000", 45000.004, True), ("45000", 45000.01, False), ("45000", None, False), ("1299.99", 129999.0, True),
+    ("3780001", 399.0, False), ("12.345.678", 12.345, False), ("2014-03-10", 20140310.0, True)])
+def test_a_title_number_equal_to_the_records_price_is_that_price(word: str, price: float | None, is_it: bool) -> None:
+    """Its digits, or the word read as one decimal number, equal the price to the cent."""
+    joined = word.replace(".", "").replace("-", "").replace("/", "")
+    assert is_price(word, joined, price) is is_it
+    if price is not None and not is_calendar(word):
+        assert (joined in title_codes(normalise_text(f"Phone {word}"), price=price)) is not is_it

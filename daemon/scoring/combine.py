@@ -408,13 +408,11 @@ def _title_codes_shown(spec: FieldSpec, word: str, a_fields: Mapping[str, Any], 
     "different"; ``""`` when the titles do not both have codes or the phrase rests
     on model numbers named elsewhere in a record. Upper case, joined forms: the codes the score
     used (:meth:`Side.title_codes`, kept by each side) when ``sides`` are given, else the titles'
-    own (:func:`metrics.title_models`, the same for a document signed with them)."""
+    own (:func:`metrics.record_title_models`, the same for a document signed with them)."""
     if sides is not None:
         ca, cb = sides[0].title_codes(), sides[1].title_codes()
     else:
-        ta, tb = a_fields.get("title"), b_fields.get("title")
-        ca = m.title_models(str(ta)) if ta else frozenset()
-        cb = m.title_models(str(tb)) if tb else frozenset()
+        ca, cb = m.record_title_models(a_fields), m.record_title_models(b_fields)
     if not (ca and cb):
         return ""
     iq = spec.params.get("ignore_quantities")

@@ -96,8 +96,9 @@ EVIDENCE = ("both", "positive")
 #: Evidence against a match, with its stated weight (a conflict enters the weighted mean as a
 #: similarity of 0 at that weight and, with ``strong_negative_cap``, forbids auto-rejection):
 #:
-#: * ``models`` (4.0): both titles name model numbers (or all-digit catalogue numbers, dates and
-#:   spans of years aside: :func:`daemon.signatures.extract.is_calendar`) and each
+#: * ``models`` (4.0): both titles name model numbers (or all-digit catalogue numbers: dates, spans
+#:   of years and the record's own price aside, :func:`daemon.signatures.extract.is_calendar` and
+#:   :func:`~daemon.signatures.extract.is_price`) and each
 #:   has one the other lacks, neither equal nor a prefix variant
 #:   (``FS105`` / ``FS105NA`` is one product, ``CSIA4BK`` / ``CSIA4C`` two colours, ``MB565LL``
 #:   / ``MB913LL`` two products); the titles' own model numbers are compared when both have some

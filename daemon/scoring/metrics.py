@@ -26,6 +26,7 @@ from daemon.signatures import (
     jaccard_from_minhash,
     model_numbers,
     normalise_text,
+    record_price,
     title_codes,
     words,
 )
@@ -408,13 +409,21 @@ def _canonical_number(text: str) -> str:
 
 
 @lru_cache(maxsize=65_536)
-def title_models(title: str) -> frozenset[str]:
+def title_models(title: str, price: float | None = None) -> frozenset[str]:
     """The codes of a title alone (:func:`daemon.signatures.title_codes` of the normalised title):
-    its model numbers and its all-digit catalogue numbers of 5 to 12 digits (``3780001``): the
-    product the listing is about, whereas a body may name compatible products too. A signed
-    document stores them (the signature's ``title_codes``), which
+    its model numbers and its all-digit catalogue numbers of 5 to 12 digits (``3780001``), other
+    than dates and the record's own ``price`` written in the title (:func:`record_price` of its
+    price field, or None): the product the listing is about, whereas a body may name compatible
+    products too. A signed document stores them (the signature's ``title_codes``), which
     :meth:`daemon.scoring.side.Side.title_codes` reads instead of calling this."""
-    return frozenset(title_codes(normalise_text(title)))
+    return frozenset(title_codes(normalise_text(title), price=price))
+
+
+def record_title_models(fields: Mapping[str, Any]) -> frozenset[str]:
+    """:func:`title_models` of a record's ``title`` and ``price`` fields (empty without a title):
+    what the signer stores as the record's ``title_codes``."""
+    t = fields.get("title")
+    return title_models(str(t), record_price(fields.get("price"))) if t else frozenset()
 
 
 @lru_cache(maxsize=65_536)

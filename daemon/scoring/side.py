@@ -133,8 +133,7 @@ class Side:
             if type(stored) is list or type(stored) is tuple:
                 v = self.memo["title_codes"] = frozenset(stored)
             else:
-                t = self.title()
-                v = self.memo["title_codes"] = m.title_models(t) if t else frozenset()
+                v = self.memo["title_codes"] = m.record_title_models(self.fields)
         return v  # type: ignore[no-any-return]
 
     def title_parts(self) -> tuple[frozenset[str], frozenset[str]] | None:

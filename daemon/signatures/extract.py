@@ -6,6 +6,7 @@ case, NFKC, markup removed) and return de-duplicated lists in order of first app
 
 from __future__ import annotations
 
+import math
 import re
 from itertools import chain
 from typing import Iterable
@@ -90,17 +91,53 @@ def is_calendar(word: str) -> bool:
     return _YEAR_SPAN.fullmatch(word) is not None
 
 
-def title_codes(normalised_title: str, pieces: list[str] | None = None) -> tuple[str, ...]:
+def is_price(word: str, joined: str, price: float | None) -> bool:
+    """Whether a catalogue-number word of a title is the record's own price written in it
+    (``iPhone 12 - 45000`` at price 45,000; ``1299.99`` at 1,299.99; ``45.000`` at 45,000): its
+    digits, or the word read as one decimal number, equal ``price`` to the cent. An ad's price
+    says what it costs, not which item it is: a repost whose price dropped has another number in
+    its title, which would otherwise read as another model number. No threshold: equality with
+    the record's own price field.
+
+    Args:
+        word: the word (digits joined by ``-./``). joined: its digits (``-./`` removed).
+        price: the record's price (finite), or None when it has none.
+    Returns:
+        True when the word is that price; False otherwise (and always without a price).
+    """
+    if price is None:
+        return False
+    if abs(int(joined) - price) < 0.005:
+        return True
+    if word.count(".") == 1 and "-" not in word and "/" not in word:
+        return abs(float(word) - price) < 0.005
+    return False
+
+
+def record_price(value: object) -> float | None:
+    """A record's ``price`` field as :func:`title_codes` compares it: a finite number (an int, a
+    float, a ``Decimal``, or text of one such as ``"45000"`` or ``" 1299.99 "``), else None."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        v = float(value.strip()) if isinstance(value, str) else float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def title_codes(normalised_title: str, pieces: list[str] | None = None, price: float | None = None) -> tuple[str, ...]:
     """The codes of a title alone: its model numbers (:func:`model_numbers`) and its all-digit
     catalogue numbers of 5 to 12 digits once ``-./`` are removed (``3780001``), other than dates
-    and spans of years (:func:`is_calendar`): the product the
-    listing is about, whereas a body may name compatible products too. Stored in the signature
-    (``title_codes``), so the scorer does not derive them again for every candidate it reads
-    (``daemon.scoring.metrics.title_models``, the same function).
+    and spans of years (:func:`is_calendar`) and the record's own price (:func:`is_price`): the
+    product the listing is about, whereas a body may name compatible products too. Stored in the
+    signature (``title_codes``), so the scorer does not derive them again for every candidate it
+    reads (``daemon.scoring.metrics.title_models``, the same function).
 
     Args:
         normalised_title: the title normalised by :func:`daemon.signatures.text.normalise_text`
             (default options). pieces: ``normalised_title.split()`` when the caller has it.
+        price: the record's price (:func:`record_price`), or None.
     Returns:
         The distinct codes, sorted.
     """
@@ -111,7 +148,7 @@ def title_codes(normalised_title: str, pieces: list[str] | None = None) -> tuple
             # with a digit and has 5 characters or more: the others are skipped without the regexes.
             if len(w) >= 5 and w[0].isdecimal():
                 joined = _CODE_SEPARATORS.sub("", w)
-                if _DIGIT_CODE.fullmatch(joined) and not is_calendar(w):
+                if _DIGIT_CODE.fullmatch(joined) and not is_calendar(w) and not is_price(w, joined, price):
                     codes.add(joined)
     return tuple(sorted(codes))
 

@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import RecordError
 from ._hashing import hash_tokens, to_signed64
 from .bottomk import bottomk_sketch
-from .extract import emails, model_numbers_from_words, phone_numbers, title_codes
+from .extract import emails, model_numbers_from_words, phone_numbers, record_price, title_codes
 from .geo import geo_tokens
 from .lsh import band_keys
 from .minhash import minhash
@@ -397,17 +397,18 @@ def assemble_signature(fields: Mapping[str, Any], text: RecordText, p: Signature
         emails=tuple(emails(both_norm)),
         tokens=tuple(dict.fromkeys(text.title_toks)),
         text=both_norm[:MAX_TEXT_CHARS],
-        title_codes=_title_codes(title, text, p) if title else (),
+        title_codes=_title_codes(title, text, p, record_price(fields.get("price"))) if title else (),
     )
 
 
-def _title_codes(title: Any, text: RecordText, p: SignatureParams) -> tuple[str, ...]:
-    """:func:`~daemon.signatures.extract.title_codes` of ``str(title)`` as the scorer reads the title
-    (whole, normalised with the default options): the record's own normalised title pieces when
-    they are that (a text within ``max_title_chars``, accents folded), else normalised again."""
+def _title_codes(title: Any, text: RecordText, p: SignatureParams, price: float | None) -> tuple[str, ...]:
+    """:func:`~daemon.signatures.extract.title_codes` of ``str(title)`` (and the record's ``price``)
+    as the scorer reads the title (whole, normalised with the default options): the record's own
+    normalised title pieces when they are that (a text within ``max_title_chars``, accents
+    folded), else normalised again."""
     if type(title) is str and len(title) <= p.max_title_chars and p.text_options("title").fold_accents:
-        return title_codes(text.title_norm, text.title_words)
-    return title_codes(normalise_text(str(title)))
+        return title_codes(text.title_norm, text.title_words, price)
+    return title_codes(normalise_text(str(title)), price=price)
 
 
 _DEFAULT_PARAMS = SignatureParams()
