@@ -129,14 +129,6 @@ class Indexer:
     signer: SignaturePool | None = None
     """The handler's signature worker pool (call ``start()`` to start its processes ahead of work)."""
 
-    def close(self) -> None:
-        """Shut the signature pool's workers down and wait for them to exit
-        (:meth:`SignaturePool.close`): call it before the process ends, so that no worker is left
-        half started (it would print a traceback). The loop and the backend are closed by their
-        own context managers. Idempotent."""
-        if self.signer is not None:
-            self.signer.close()
-
 
 async def build_indexer(settings: Settings, backend: IndexBackend) -> Indexer:
     """Validate everything (fail fast) and build the indexing loop over an opened backend.

@@ -55,6 +55,13 @@ class IndexHandler:
         if self.chunk_rows <= 0:
             self.chunk_rows = DaemonSettings().chunk_rows_for(signed=self.builder.signed)
 
+    def close(self) -> None:
+        """Shut the signature workers down and wait for them to exit (:meth:`SignaturePool.close`);
+        :class:`~daemon.capture.loop.QueueLoop` calls it when its session ends, so that no process
+        (``run``, ``reindex``, ``evaluate``, the demo) ends with a worker half started, which would
+        print a traceback. A later large batch starts the workers again."""
+        self.signer.close()
+
     async def process(self, conn: psycopg.AsyncConnection[Any], batch: Sequence[Claimed]) -> BatchResult:
         """Load, sign and write one batch; see the module docstring."""
         result = BatchResult(counts={"indexed": 0, "deleted": 0, "stale": 0})

@@ -176,6 +176,10 @@ class BatchHandler(Protocol):
     async def process(self, conn: psycopg.AsyncConnection[Any], batch: Sequence[Claimed]) -> BatchResult:
         """Handle ``batch`` (rows of one queue, oldest first) using ``conn`` for reads."""
 
+    # A handler may also define ``close()`` (no arguments, no result): :meth:`QueueLoop.session`
+    # calls it when the session ends, to release what the batches used (the indexer's signature
+    # workers), and the next batch of a later session acquires it again.
+
 
 class QueueLoop:
     """Runs a :class:`BatchHandler` over one queue until stopped.
@@ -249,7 +253,8 @@ class QueueLoop:
     async def session(self) -> AsyncIterator[QueueLoop]:
         """Open the pool and the LISTEN/liveness connection without running the main loop.
 
-        For one-shot jobs (reindex) that call :meth:`drain` themselves. Releases claims on exit.
+        For one-shot jobs (reindex) that call :meth:`drain` themselves. Releases claims on exit,
+        then calls the handler's ``close()`` when it has one (see :class:`BatchHandler`).
         """
         await self._pool.open(wait=False)
         listener = asyncio.create_task(self._listen(), name="nearsync-listen")
@@ -268,6 +273,9 @@ class QueueLoop:
                         for lane in self.lanes:
                             await lane.release(conn)
             await self._pool.close()
+            close = getattr(self.handler, "close", None)  # BatchHandler's optional hook
+            if close is not None:
+                close()
 
     async def run(self) -> None:
         """Listen, drain, and process until :meth:`stop`; releases claims on the way out."""

@@ -139,7 +139,6 @@ async def _demo(settings: Settings, ds: Dataset) -> dict[str, Any]:
             worker.stop()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.gather(task, wtask), 30)
-            indexer.close()  # the signature workers joined: none left half started when the process ends
 
 
 async def _pending(conn: psycopg.AsyncConnection[Any], queue: str = "index") -> int:

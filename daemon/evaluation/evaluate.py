@@ -276,7 +276,6 @@ async def _run_pipeline(settings: Settings, ds: Dataset, *, progress: bool) -> _
             indexer.loop.stop()
             worker.stop()
             await asyncio.gather(*tasks, return_exceptions=True)
-            indexer.close()  # the signature workers joined: none left half started when the process ends
     phases["drained_s"] = wall
     return _Raw({"wall_s": wall, "phases": {k: round(v, 2) for k, v in phases.items()}, "flags": flags,
                  "clusters": dict(clusters), "links": links,

@@ -30,7 +30,6 @@ tombstones that would make the rewrite stale): ``from_scratch`` is implied by th
 
 from __future__ import annotations
 
-import contextlib
 import random
 import time
 from collections.abc import Callable
@@ -102,71 +101,70 @@ async def reindex(settings: Settings, backend: IndexBackend, *, page_size: int =
     table, loop = indexer.table, indexer.loop
     conv = table.id_converter()
     t0 = time.perf_counter()
-    with contextlib.closing(indexer):  # the signature workers joined: none left half started at exit
-        async with await psycopg.AsyncConnection.connect(settings.require_dsn(), autocommit=True) as conn:
-            cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(table.formatted("count_rows"))
-            total = int((await cur.fetchone() or {"n": 0})["n"])
-            await cur.execute(query("checkpoint_get"), {"job": _job(table)})
-            cp = await cur.fetchone()
-            search = search_backend(backend) if versioned is not False else None
-            if versioned and search is None:
-                raise ConfigError("index.backend", "a versioned rebuild needs a search backend")
-            if from_scratch or not resume or cp is None:
-                last_key, done = None, 0
-                if from_scratch and search is None:
-                    await backend.clear(table.name)
-            else:
-                last_key, done = cp["last_key"], int(cp["done"])
-            extra: dict[str, Any] = {}
-            if search is not None:
-                target, resumed = await search.begin_version(resume=last_key is not None)
-                if not resumed:
-                    last_key, done = None, 0
-                await search.refresh_write_targets()  # this process dual-writes from its first page
-                extra = {"index": target, "resumed_version": resumed}
-            await cur.execute(table.formatted("max_key"))
-            upto = (await cur.fetchone() or {}).get("max_key")  # later inserts are the daemon's
-            bar = tqdm(total=total, initial=min(done, total), unit="docs", disable=not progress, desc="reindex",
-                       dynamic_ncols=True, bar_format=PROGRESS_FORMAT)
-            async with loop.session():
-                while True:
-                    await cur.execute(table.formatted("enqueue_page"), {
-                        "after": last_key, "after_value": conv(last_key) if last_key is not None else None,
-                        "upto": upto, "upto_value": conv(upto) if upto is not None else None,
-                        "limit": page_size, "table_name": table.name})
-                    page = await cur.fetchone()
-                    assert page is not None
-                    if not page["queued"]:
-                        break
-                    await loop.drain()
-                    last_key = page["last_key"]
-                    done += int(page["queued"])
-                    bar.update(int(page["queued"]))
-                    await cur.execute(query("checkpoint_put"), {"job": _job(table), "last_key": last_key,
-                                                                "done": done, "total": total})
-                    if on_page is not None:
-                        on_page(done)
-                if search is not None:
-                    await search.refresh()
-                    extra["previous"] = await search.finish_version(extra["index"])
-                    await search.refresh_write_targets()
-                await _refresh(backend)
-                orphans = await _orphans(conn, table, await _index_ids(backend, table))
-                if orphans:
-                    await _enqueue_fresh(conn, table, [(rid, "D") for rid in orphans])
-                    await loop.drain()
-            bar.close()
-            await cur.execute(query("checkpoint_delete"), {"job": _job(table)})
-            if isinstance(backend, PlannerStatistics):  # PostgreSQL backend: statistics of the rebuilt table
-                await backend.refresh_statistics()
+    async with await psycopg.AsyncConnection.connect(settings.require_dsn(), autocommit=True) as conn:
+        cur = conn.cursor(row_factory=dict_row)
+        await cur.execute(table.formatted("count_rows"))
+        total = int((await cur.fetchone() or {"n": 0})["n"])
+        await cur.execute(query("checkpoint_get"), {"job": _job(table)})
+        cp = await cur.fetchone()
+        search = search_backend(backend) if versioned is not False else None
+        if versioned and search is None:
+            raise ConfigError("index.backend", "a versioned rebuild needs a search backend")
+        if from_scratch or not resume or cp is None:
+            last_key, done = None, 0
+            if from_scratch and search is None:
+                await backend.clear(table.name)
+        else:
+            last_key, done = cp["last_key"], int(cp["done"])
+        extra: dict[str, Any] = {}
         if search is not None:
-            extra["pruned"] = await search.prune_versions()
-        elapsed = time.perf_counter() - t0
-        await _refresh(backend)
-        return {"table": table.name, "rows": done, "orphans_removed": len(orphans), "seconds": round(elapsed, 2),
-                "rows_per_s": round(done / elapsed, 1) if elapsed > 0 else None,
-                "indexed": await backend.count(table.name), **extra}
+            target, resumed = await search.begin_version(resume=last_key is not None)
+            if not resumed:
+                last_key, done = None, 0
+            await search.refresh_write_targets()  # this process dual-writes from its first page
+            extra = {"index": target, "resumed_version": resumed}
+        await cur.execute(table.formatted("max_key"))
+        upto = (await cur.fetchone() or {}).get("max_key")  # later inserts are the daemon's
+        bar = tqdm(total=total, initial=min(done, total), unit="docs", disable=not progress, desc="reindex",
+                   dynamic_ncols=True, bar_format=PROGRESS_FORMAT)
+        async with loop.session():
+            while True:
+                await cur.execute(table.formatted("enqueue_page"), {
+                    "after": last_key, "after_value": conv(last_key) if last_key is not None else None,
+                    "upto": upto, "upto_value": conv(upto) if upto is not None else None,
+                    "limit": page_size, "table_name": table.name})
+                page = await cur.fetchone()
+                assert page is not None
+                if not page["queued"]:
+                    break
+                await loop.drain()
+                last_key = page["last_key"]
+                done += int(page["queued"])
+                bar.update(int(page["queued"]))
+                await cur.execute(query("checkpoint_put"), {"job": _job(table), "last_key": last_key,
+                                                            "done": done, "total": total})
+                if on_page is not None:
+                    on_page(done)
+            if search is not None:
+                await search.refresh()
+                extra["previous"] = await search.finish_version(extra["index"])
+                await search.refresh_write_targets()
+            await _refresh(backend)
+            orphans = await _orphans(conn, table, await _index_ids(backend, table))
+            if orphans:
+                await _enqueue_fresh(conn, table, [(rid, "D") for rid in orphans])
+                await loop.drain()
+        bar.close()
+        await cur.execute(query("checkpoint_delete"), {"job": _job(table)})
+        if isinstance(backend, PlannerStatistics):  # PostgreSQL backend: statistics of the rebuilt table
+            await backend.refresh_statistics()
+    if search is not None:
+        extra["pruned"] = await search.prune_versions()
+    elapsed = time.perf_counter() - t0
+    await _refresh(backend)
+    return {"table": table.name, "rows": done, "orphans_removed": len(orphans), "seconds": round(elapsed, 2),
+            "rows_per_s": round(done / elapsed, 1) if elapsed > 0 else None,
+            "indexed": await backend.count(table.name), **extra}
 
 
 async def rollback(settings: Settings, backend: IndexBackend, *, page_size: int = 5000,
