@@ -20,13 +20,14 @@ from rapidfuzz import fuzz
 from rapidfuzz.distance import OSA, JaroWinkler, Levenshtein
 from rapidfuzz.utils import default_process
 
-from daemon.signatures import (
+from daemon.signatures import (  # MAX_PRICE and price_value: the signer reads prices too
+    MAX_PRICE,
     bottomk_jaccard,
     hamming,
     jaccard_from_minhash,
     model_numbers,
     normalise_text,
-    record_price,
+    price_value,
     title_codes,
     words,
 )
@@ -281,32 +282,8 @@ def exact_similarity_sets(
     return 0.0 if negative else None
 
 
-MAX_PRICE = 1e12
-"""The largest price (in any currency unit) the scorer uses. A larger one is no real listing's
-price (a typo, ``1e308``, a 400-digit integer) and is treated as no price, so price arithmetic
-stays within a float and the percentage in a summary stays readable."""
-
 MAX_PRICE_CHANGE_PCT = 1_000_000
 """Bound (in percent, either sign) of :func:`price_change_pct`; a larger change is reported as it."""
-
-
-def price_value(value: Any) -> float | None:
-    """A price the scorer can use, or None for "no price".
-
-    Args:
-        value: a number or numeric text (``"49"``, ``"1e3"``) of any size.
-    Returns:
-        ``float(value)`` when it is finite and within ``0 <= x <=`` :data:`MAX_PRICE`; None for
-        None, booleans, non-numeric text, NaN, infinities, negative prices and prices above
-        :data:`MAX_PRICE` (including integers too large for a float). Never raises.
-    """
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        x = float(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    return x if math.isfinite(x) and 0.0 <= x <= MAX_PRICE else None
 
 
 def price_change_pct(a: Any, b: Any) -> int | None:
@@ -412,7 +389,7 @@ def _canonical_number(text: str) -> str:
 def title_models(title: str, price: float | None = None) -> frozenset[str]:
     """The codes of a title alone (:func:`daemon.signatures.title_codes` of the normalised title):
     its model numbers and its all-digit catalogue numbers of 5 to 12 digits (``3780001``), other
-    than dates and the record's own ``price`` written in the title (:func:`record_price` of its
+    than dates and the record's own ``price`` written in the title (:func:`price_value` of its
     price field, or None): the product the listing is about, whereas a body may name compatible
     products too. A signed document stores them (the signature's ``title_codes``), which
     :meth:`daemon.scoring.side.Side.title_codes` reads instead of calling this."""
@@ -423,7 +400,7 @@ def record_title_models(fields: Mapping[str, Any]) -> frozenset[str]:
     """:func:`title_models` of a record's ``title`` and ``price`` fields (empty without a title):
     what the signer stores as the record's ``title_codes``."""
     t = fields.get("title")
-    return title_models(str(t), record_price(fields.get("price"))) if t else frozenset()
+    return title_models(str(t), price_value(fields.get("price"))) if t else frozenset()
 
 
 @lru_cache(maxsize=65_536)

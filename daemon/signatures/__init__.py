@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from .batch import compute_signatures, record_error
 from .bottomk import bottomk_jaccard, bottomk_similar, bottomk_sketch
-from .extract import emails, model_numbers, model_numbers_from_words, phone_numbers, record_price, title_codes
+from .extract import MAX_PRICE, emails, model_numbers, model_numbers_from_words, phone_numbers, price_value, title_codes
 from .geo import geo_tokens, neighbours
 from .lsh import band_keys, lsh_params, s_curve, s_curve_table
 from .minhash import MINHASH_EMPTY, jaccard_from_minhash, minhash
@@ -37,6 +37,7 @@ from .supertokens import super_tokens
 from .text import LANGUAGES, TextOptions, normalise_text, sentences, tokens, tokens_from_words, words
 
 __all__ = [
+    "MAX_PRICE",
     "DOCUMENT_KEYS",
     "LANGUAGES",
     "MAX_TEXT_CHARS",
@@ -69,7 +70,7 @@ __all__ = [
     "normalise_text",
     "phone_numbers",
     "record_error",
-    "record_price",
+    "price_value",
     "s_curve",
     "s_curve_table",
     "sentence_shingles",

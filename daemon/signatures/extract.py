@@ -101,7 +101,7 @@ def is_price(word: str, joined: str, price: float | None) -> bool:
 
     Args:
         word: the word (digits joined by ``-./``). joined: its digits (``-./`` removed).
-        price: the record's price (finite), or None when it has none.
+        price: the record's price (:func:`price_value`), or None when it has none.
     Returns:
         True when the word is that price; False otherwise (and always without a price).
     """
@@ -114,16 +114,30 @@ def is_price(word: str, joined: str, price: float | None) -> bool:
     return False
 
 
-def record_price(value: object) -> float | None:
-    """A record's ``price`` field as :func:`title_codes` compares it: a finite number (an int, a
-    float, a ``Decimal``, or text of one such as ``"45000"`` or ``" 1299.99 "``), else None."""
-    if isinstance(value, bool) or value is None:
+MAX_PRICE = 1e12
+"""The largest price (in any currency unit) the scorer uses (and the signer compares with a
+title's numbers, :func:`is_price`). A larger one is no real listing's
+price (a typo, ``1e308``, a 400-digit integer) and is treated as no price, so price arithmetic
+stays within a float and the percentage in a summary stays readable."""
+
+
+def price_value(value: object) -> float | None:
+    """A price the scorer can use, or None for "no price".
+
+    Args:
+        value: a number or numeric text (``"49"``, ``"1e3"``) of any size.
+    Returns:
+        ``float(value)`` when it is finite and within ``0 <= x <=`` :data:`MAX_PRICE`; None for
+        None, booleans, non-numeric text, NaN, infinities, negative prices and prices above
+        :data:`MAX_PRICE` (including integers too large for a float). Never raises.
+    """
+    if value is None or isinstance(value, bool):
         return None
     try:
-        v = float(value.strip()) if isinstance(value, str) else float(value)  # type: ignore[arg-type]
+        x = float(value)  # type: ignore[arg-type]  # TypeError for what is no number
     except (TypeError, ValueError, OverflowError):
         return None
-    return v if math.isfinite(v) else None
+    return x if math.isfinite(x) and 0.0 <= x <= MAX_PRICE else None
 
 
 def title_codes(normalised_title: str, pieces: list[str] | None = None, price: float | None = None) -> tuple[str, ...]:
@@ -137,7 +151,7 @@ def title_codes(normalised_title: str, pieces: list[str] | None = None, price: f
     Args:
         normalised_title: the title normalised by :func:`daemon.signatures.text.normalise_text`
             (default options). pieces: ``normalised_title.split()`` when the caller has it.
-        price: the record's price (:func:`record_price`), or None.
+        price: the record's price (:func:`price_value` of its ``price`` field), or None.
     Returns:
         The distinct codes, sorted.
     """

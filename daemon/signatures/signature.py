@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import RecordError
 from ._hashing import hash_tokens, to_signed64
 from .bottomk import bottomk_sketch
-from .extract import emails, model_numbers_from_words, phone_numbers, record_price, title_codes
+from .extract import emails, model_numbers_from_words, phone_numbers, price_value, title_codes
 from .geo import geo_tokens
 from .lsh import band_keys
 from .minhash import minhash
@@ -397,7 +397,7 @@ def assemble_signature(fields: Mapping[str, Any], text: RecordText, p: Signature
         emails=tuple(emails(both_norm)),
         tokens=tuple(dict.fromkeys(text.title_toks)),
         text=both_norm[:MAX_TEXT_CHARS],
-        title_codes=_title_codes(title, text, p, record_price(fields.get("price"))) if title else (),
+        title_codes=_title_codes(title, text, p, price_value(fields.get("price"))) if title else (),
     )
 
 
