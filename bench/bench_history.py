@@ -18,6 +18,9 @@ cap binds for most records:
   creation order, e.g. a backfill);
 * ``arrival + requeue``: ``arrival``, then every listing put on the dedup queue again (as
   ``nearsync dedup --requeue`` does): does a pass over the final table bring it back to ``clean``?
+* ``shuffled + sweep``: ``shuffled``, then one pass of the dedup worker's sweep
+  (:mod:`daemon.dedup.sweep`: the records processed again in chunks of 100 in record id order, as an
+  idle ``nearsync dedup`` does at ``[dedup] sweep_per_s``): does it bring the table back to ``clean``?
 
 For each it prints the links and flags (with the digests of ``bench_dedup.py``), how many links and
 flags differ from ``clean`` (a flag differs when its record is flagged in one run and not in the
@@ -98,11 +101,11 @@ def digest(rows: Any) -> str:
 
 
 async def run_order(dsn: str, settings: Any, listings: list[Any], order: list[int], chunks: int,
-                    requeue: bool = False) -> tuple[dict[str, Any], float, dict[str, int]]:
+                    requeue: bool = False, sweep: bool = False) -> tuple[dict[str, Any], float, dict[str, int]]:
     """Empty the index and the dedup tables, then index the listings of ``order`` (0-based positions in
     ``listings``; listing i has record id ``i + 1``) in ``chunks`` consecutive parts, deduplicating
     each part before the next is written; ``requeue``: then put every listing on the dedup queue again
-    and drain it. Returns (the final state, the seconds taken, the worker's totals: ``capped`` records
+    and drain it; ``sweep``: then run one pass of the dedup worker's sweep (chunks of 100). Returns (the final state, the seconds taken, the worker's totals: ``capped`` records
     whose candidate cap was hit, ``partner_checks`` links outside a capped lookup checked against
     the partner's stored cap boundary, ``pairs`` scored)."""
     table = await open_source(settings)
@@ -131,10 +134,29 @@ async def run_order(dsn: str, settings: Any, listings: list[Any], order: list[in
                         await conn.execute(query("enqueue_fresh"), {"queue": "dedup", "table": TABLE,
                                                                     "record_ids": ids, "ops": ["U"] * len(ids)})
                     await worker.drain()
+                if sweep:
+                    await sweep_once(dsn, worker.handler)
             totals = dict(worker.totals)
     finally:
         pool.close()
     return await final_state(dsn), time.perf_counter() - t0, totals
+
+
+async def sweep_once(dsn: str, handler: Any) -> None:
+    """One pass of :class:`daemon.dedup.sweep.Sweeper` (chunks of 100) over the table, from its start."""
+    from daemon.db.pool import configure_session
+    from daemon.dedup.sweep import Sweeper
+
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        await configure_session(conn)
+        await conn.execute("DELETE FROM nearsync.dedup_sweeps WHERE table_name = %s", (TABLE,))
+        await conn.execute(query("sweep_start"), {"table": TABLE})
+        sweeper = Sweeper(dsn, TABLE, handler, 100.0, asyncio.Event(), lambda: False)
+        while True:
+            await sweeper.step(conn)
+            row = await (await conn.execute(query("sweep_status"), {"table": TABLE})).fetchone()
+            if row is not None and row[1] >= 1:
+                return
 
 
 def describe(label: str, state: dict[str, Any], clean: dict[str, Any] | None, truth: set[tuple[str, str]],
@@ -185,9 +207,11 @@ async def run(dsn: str, n: int, chunks: int, caps: list[int], corpus_seed: int, 
         print(f"candidate_cap = {cap}", flush=True)
         clean, took, totals = await run_order(dsn, settings, listings, arrival, 1)
         describe("clean", clean, None, truth, took, totals)
-        for label, order, requeue in (("arrival", arrival, False), ("shuffled", shuffled, False),
-                                      ("arrival + requeue", arrival, True)):
-            state, took, totals = await run_order(dsn, settings, listings, order, chunks, requeue=requeue)
+        for label, order, requeue, sweep in (("arrival", arrival, False, False), ("shuffled", shuffled, False, False),
+                                             ("arrival + requeue", arrival, True, False),
+                                             ("shuffled + sweep", shuffled, False, True)):
+            state, took, totals = await run_order(dsn, settings, listings, order, chunks, requeue=requeue,
+                                                  sweep=sweep)
             describe(label, state, clean, truth, took, totals)
 
 

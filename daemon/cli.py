@@ -151,9 +151,12 @@ async def cmd_dedup(args: argparse.Namespace) -> int:
     """``nearsync dedup``: the dedup worker (claim indexed records, find and score candidates,
     write links, clusters and flags) until SIGTERM/SIGINT. Waits while the database is
     unreachable. With ``--requeue`` it first puts every live document of the table on the dedup
-    queue (:mod:`daemon.ops.requeue`: a pass over the whole table) and logs how many. Returns exit
-    code 0 on a clean stop."""
+    queue (:mod:`daemon.ops.requeue`: a pass over the whole table) and logs how many. While its
+    queue is idle it sweeps the table (:mod:`daemon.dedup.sweep`, ``[dedup] sweep_per_s``).
+    Returns exit code 0 on a clean stop."""
 
+    from daemon.dedup.settings import dedup_options
+    from daemon.dedup.sweep import sweep_rate, sweeping
     from daemon.http.health import serving
     from daemon.service import build_worker, opened_backend, when_available
 
@@ -163,7 +166,11 @@ async def cmd_dedup(args: argparse.Namespace) -> int:
         if args.requeue:
             await _requeue_table(settings, backend)
         loop.install_signal_handlers()
-        async with serving(loop, settings, backend, settings.source.qualified):
+        table = settings.source.qualified
+        async with serving(loop, settings, backend, table), \
+                sweeping(settings.require_dsn(), table, loop.handler,
+                         sweep_rate(dedup_options(settings).sweep_per_s, backend, table), loop.idle,
+                         lambda: loop.stopping):
             heap.settle(batches=True)
             await loop.run()
     return 0
@@ -194,8 +201,9 @@ def cmd_grant_role(args: argparse.Namespace) -> int:
 
 
 async def cmd_status(args: argparse.Namespace) -> int:
-    """``nearsync status``: rows, indexed documents, NOTIFY queue use and per-queue backlog (pending,
-    oldest age in s, claimed, retrying, dead letters), as text or ``--json``. Returns exit code 0."""
+    """``nearsync status``: rows, indexed documents, NOTIFY queue use, per-queue backlog (pending,
+    oldest age in s, claimed, retrying, dead letters) and the dedup sweep's progress (passes done,
+    position), as text or ``--json``. Returns exit code 0."""
 
     from daemon.service import status
 
@@ -211,6 +219,11 @@ async def cmd_status(args: argparse.Namespace) -> int:
     for name, q in report["queues"].items():
         print(f"  {name:>6} queue: {q['pending']} pending (oldest {q['oldest_age_s']:.1f} s), "
               f"{q['claimed']} claimed, {q['retrying']} retrying, {q['dead_letters']} dead letters")
+    if "sweep" in report:
+        sw = report["sweep"]
+        where = f"after record {sw['after_id']}" if sw["after_id"] else "at the start"
+        last = f", the last took {sw['last_pass_s']:.0f} s" if sw["last_pass_s"] is not None else ""
+        print(f"  dedup sweep: {sw['passes']} pass(es) done{last}; this one started {sw['pass_started_at']}, {where}")
     return 0
 
 
@@ -547,13 +560,17 @@ def build_parser() -> argparse.ArgumentParser:
                                    "score each pair per field, and write duplicate / potential_duplicate flags and "
                                    "clusters to PostgreSQL. Needs [dedup] enabled = true so the indexer queues "
                                    "records. Several workers may run side by side. Waits for PostgreSQL and the "
-                                   "index at start, like run.")
+                                   "index at start, like run. While its queue is idle it sweeps the table: "
+                                   "[dedup] sweep_per_s records a second (default 20; 0: off) are processed "
+                                   "again, a pass after another, so that the few flags that depended on the "
+                                   "order records arrived in (the candidate cap, exhaustive_below) become "
+                                   "those of a clean pass without --requeue.")
     _add_loop_options(w, "records", str(DEFAULT_CONCURRENCY["dedup"]))
     w.add_argument("--requeue", action="store_true",
                    help="first put every indexed record of the table on the dedup queue, then run: a pass "
                         "over the whole table, after a change of [dedup] or [scoring] settings, or to bring "
                         "the few flags that depended on the order records arrived in (the candidate cap) "
-                        "back to those of a clean pass")
+                        "back to those of a clean pass at once (the sweep does it slowly)")
     w.set_defaults(func=cmd_dedup, is_async=True)
 
     g = sub.add_parser("grant-role", parents=[common], help="create/grant the daemon's least-privilege role",

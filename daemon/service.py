@@ -164,7 +164,10 @@ async def status(settings: Settings) -> dict[str, Any]:
     """Pending count and oldest pending age (lag, s) per queue, dead letters per queue, indexed count,
     and ``pg_notification_queue_usage()`` (fraction 0-1 of the NOTIFY queue in use); with
     ``index.candidate_store = "postgres"`` also ``candidate_store``: ``{"postgres": documents}``
-    (the signed documents in PostgreSQL, beside ``indexed`` in the search index).
+    (the signed documents in PostgreSQL, beside ``indexed`` in the search index); once a dedup
+    worker has swept the table (:mod:`daemon.dedup.sweep`) also ``sweep``: ``{"passes",
+    "after_id" (the last record id handed out, "" at a pass's start), "pass_started_at" (ISO 8601),
+    "last_pass_s" (the last completed pass's duration, s, or None)}``.
 
     Raises:
         ConfigError, psycopg.OperationalError, SchemaError.
@@ -182,6 +185,8 @@ async def status(settings: Settings) -> dict[str, Any]:
             rows = (await cur.fetchone() or {}).get("n", 0)
             await cur.execute(query("notification_queue_usage"))
             usage = float(next(iter((await cur.fetchone() or {0: 0.0}).values())))
+            await cur.execute(query("sweep_status"), {"table": table.name})
+            sweep = await cur.fetchone()
     for q in (INDEX_QUEUE, DEDUP_QUEUE):
         queues.setdefault(q, {"pending": 0, "oldest_age_s": 0.0, "claimed": 0, "retrying": 0})
         queues[q]["dead_letters"] = dead.get(q, 0)
@@ -190,6 +195,9 @@ async def status(settings: Settings) -> dict[str, Any]:
         indexed = await backend.count(table.name)
         if isinstance(backend, TwoStoreIndex):
             extra["candidate_store"] = {"postgres": (await backend.store_counts(table.name))[1]}
+    if sweep is not None:
+        extra["sweep"] = {"passes": sweep["passes"], "after_id": sweep["after_id"],
+                          "pass_started_at": sweep["pass_started_at"].isoformat(), "last_pass_s": sweep["last_pass_s"]}
     return {"table": table.name, "rows": rows, "indexed": indexed, "backend": settings.index.backend,
             "notification_queue_usage": usage, "queues": queues, **extra}
 

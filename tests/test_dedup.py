@@ -523,6 +523,22 @@ async def _links(dsn: str) -> set[tuple[str, str]]:
         return {(a, b) for a, b in await (await c.execute("SELECT a, b FROM nearsync.dedup_links")).fetchall()}
 
 
+async def grow_past_the_cap(s: Settings) -> tuple[str, str, str, str]:
+    """A table's history that the candidate cap remembers (``s`` with ``candidate_cap = 1``): an
+    edited repost Y of X is deduplicated while X is its best candidate, and links to X; then exact
+    copies W of X and Z of Y arrive, so that a pass over the final table links only X-W and Y-Z.
+    Runs the real indexer and worker until each step settles. Returns the ids (x, y, w, z)."""
+    async with running_indexer(s), running_worker(s):
+        x = await add(s.dsn, ORIGINAL, "now() - interval '4 days'")
+        y = await add(s.dsn, EDITED, "now() - interval '3 days'")
+        await settle(s)
+        assert await _links(s.dsn) == {tuple(sorted((x, y), key=int))}  # Y's best candidate was X
+        w = await add(s.dsn, ORIGINAL, "now() - interval '2 days'")
+        z = await add(s.dsn, EDITED, "now() - interval '1 day'")
+        await settle(s)
+    return x, y, w, z
+
+
 async def test_with_the_candidate_cap_binding_a_pass_over_the_settled_table_gives_the_clean_passs_flags(
         dsettings: Settings) -> None:
     """The candidate cap depends on the other records: an edited repost Y of X, deduplicated while
@@ -532,14 +548,7 @@ async def test_with_the_candidate_cap_binding_a_pass_over_the_settled_table_give
     other's cap (the partner's lookup under the lock), so ``--requeue`` over the settled table gives
     the clean pass's links, clusters and flags, whatever the batch size and order."""
     s = with_dedup(dsettings, candidate_cap=1, exhaustive_below=0)
-    async with running_indexer(s), running_worker(s):
-        x = await add(s.dsn, ORIGINAL, "now() - interval '4 days'")
-        y = await add(s.dsn, EDITED, "now() - interval '3 days'")
-        await settle(s)
-        assert await _links(s.dsn) == {tuple(sorted((x, y), key=int))}  # Y's best candidate was X
-        w = await add(s.dsn, ORIGINAL, "now() - interval '2 days'")
-        z = await add(s.dsn, EDITED, "now() - interval '1 day'")
-        await settle(s)
+    x, y, w, z = await grow_past_the_cap(s)
     states = []
     for batch_size, descending in ((1, False), (4, True), (1, True)):
         async with await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as c:  # --requeue: output kept
@@ -565,13 +574,7 @@ async def test_nearsync_dedup_requeue_runs_a_pass_over_the_settled_table(dsettin
     logs how many, and works through them: the link the candidate cap left from the table's history
     goes and the clean pass's links remain; SIGTERM then stops it with exit 0."""
     s = with_dedup(dsettings, candidate_cap=1, exhaustive_below=0)
-    async with running_indexer(s), running_worker(s):
-        x = await add(s.dsn, ORIGINAL, "now() - interval '4 days'")
-        y = await add(s.dsn, EDITED, "now() - interval '3 days'")
-        await settle(s)
-        w = await add(s.dsn, ORIGINAL, "now() - interval '2 days'")
-        z = await add(s.dsn, EDITED, "now() - interval '1 day'")
-        await settle(s)
+    x, y, w, z = await grow_past_the_cap(s)
     pair = lambda p, q: tuple(sorted((p, q), key=int))  # noqa: E731
     assert pair(x, y) in await _links(s.dsn)  # made while X was Y's best candidate
     cfg, log = tmp_path / "nearsync.toml", tmp_path / "worker.log"

@@ -160,6 +160,7 @@ async def test_status_reports_lag_and_counts(settings: Settings) -> None:
     report = await status(settings)
     assert report["indexed"] == 4 and report["queues"]["index"]["pending"] == 0
     assert 0.0 <= report["notification_queue_usage"] < 0.01
+    assert "sweep" not in report  # no dedup worker has swept this table (tests/test_sweep.py)
 
 
 def test_migrations_are_idempotent_and_reversible(fresh_db: str) -> None:

@@ -8,7 +8,8 @@ of clean-clean entity resolution, for feeds that list each item once; default fa
 duplicates; default false),
 ``max_component`` (records re-clustered at most per change, default 2000),
 ``exhaustive_below`` (see :data:`EXHAUSTIVE_BELOW`; 0 turns it off), ``max_block`` (see
-:data:`MAX_BLOCK`; 0 turns block purging off). Every other key is the
+:data:`MAX_BLOCK`; 0 turns block purging off), ``sweep_per_s`` (see :data:`SWEEP_PER_S`; 0 turns
+the sweep off). Every other key is the
 scoring configuration (:class:`daemon.scoring.ScoringConfig`: thresholds, fields, scope, clusters).
 """
 
@@ -23,7 +24,7 @@ from daemon.scoring import ScoringConfig
 from daemon.scoring.numbers import NUMBER_RANGES, TYPED_METRICS
 
 WORKER_KEYS = {"enabled", "min_match", "best_match_per_source", "cross_source_only", "max_component",
-               "exhaustive_below", "max_block"}
+               "exhaustive_below", "max_block", "sweep_per_s"}
 
 EXHAUSTIVE_BELOW = 200
 """Default ``exhaustive_below``: a record whose scope (one user's ads, one group, one category, or the
@@ -52,6 +53,25 @@ the true duplicates among the top 50 candidates 0.764 → 0.776; at 1,000,000, 7
 large blocks."""
 
 
+SWEEP_PER_S = 20.0
+"""Default ``sweep_per_s``: records per second that each ``nearsync dedup`` worker processes again
+while its queue is idle (:mod:`daemon.dedup.sweep`), in record id order, a pass over the table after
+another. Two rules depend on what was indexed when a record was processed: the candidate cap (a
+record is compared with its best ``candidate_cap`` candidates *then*; a better one indexed later is
+not compared from its side) and ``exhaustive_below`` (a scope that has grown past it is no longer
+compared whole). While a catalogue grows, 0.6-0.7% of the flags of a pass over the final table
+differ from those made on arrival (``bench/bench_history.py``); a pass over the settled table gives
+exactly the clean pass's links, clusters and flags. The sweep makes that pass without an operator
+(``nearsync dedup --requeue`` does it at once). 20 per second bounds its cost while idle to what 20
+records' dedup takes (12-14 ms of worker CPU and 7-9 ms of PostgreSQL CPU each on 20,000
+near-duplicate-dense product listings: 24-28% and 14-19% of a core; docs/benchmarks.md), and
+completes a pass over 100,000 records in ~1.4 h, over 1,000,000 in ~14 h; a change arriving
+meanwhile waits for at most one chunk (a second's worth). 0 turns the sweep off."""
+
+MAX_SWEEP_PER_S = 10_000.0
+"""The largest ``sweep_per_s`` accepted (records per second)."""
+
+
 @dataclass(frozen=True)
 class DedupOptions:
     """Validated ``[dedup]`` settings (see the module docstring)."""
@@ -64,6 +84,7 @@ class DedupOptions:
     scoring: ScoringConfig
     exhaustive_below: int = EXHAUSTIVE_BELOW
     max_block: int = MAX_BLOCK
+    sweep_per_s: float = SWEEP_PER_S
 
     @property
     def uses_snapshot(self) -> bool:
@@ -113,6 +134,11 @@ def dedup_options(settings: Settings) -> DedupOptions:
     if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 100_000_000:
         raise ConfigError("dedup.max_block", f"must be an integer from 0 (off) to 100000000, got {v!r}")
     worker["max_block"] = v
+    v = worker.get("sweep_per_s", SWEEP_PER_S)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= MAX_SWEEP_PER_S:
+        raise ConfigError("dedup.sweep_per_s",
+                          f"must be a number of records per second from 0 (off) to {MAX_SWEEP_PER_S:g}, got {v!r}")
+    worker["sweep_per_s"] = float(v)
     scoring = ScoringConfig.from_mapping(raw, prefix="dedup")
     if scoring.scope != "global" and scoring.scope not in settings.source.fields:
         raise ConfigError("dedup.scope", f"scope {scoring.scope!r} needs source.fields.{scoring.scope} to name a column")
@@ -126,4 +152,5 @@ def dedup_options(settings: Settings) -> DedupOptions:
                         best_match_per_source=worker.get("best_match_per_source", False),
                         cross_source_only=worker.get("cross_source_only", False),
                         max_component=worker["max_component"], scoring=scoring,
-                        exhaustive_below=worker["exhaustive_below"], max_block=worker["max_block"])
+                        exhaustive_below=worker["exhaustive_below"], max_block=worker["max_block"],
+                        sweep_per_s=worker["sweep_per_s"])

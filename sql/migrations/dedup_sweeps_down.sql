@@ -1,0 +1,2 @@
+-- Undo migration 0023.
+DROP TABLE IF EXISTS nearsync.dedup_sweeps;

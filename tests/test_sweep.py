@@ -1,0 +1,205 @@
+"""The dedup worker's sweep (daemon.dedup.sweep): while the queue is idle, the table's records are
+processed again, so that the links the candidate cap left from the table's history become those of a
+clean pass without ``nearsync dedup --requeue``. Real PostgreSQL, real triggers, the real worker."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from daemon.config import Settings
+from daemon.db.pool import configure_session
+from daemon.db.queries import query
+from daemon.dedup.settings import SWEEP_PER_S, dedup_options
+from daemon.dedup.sweep import MAX_CHUNK, Sweeper, chunk_size, sweeping
+from daemon.errors import ConfigError
+from daemon.dedup.sweep import sweep_rate
+from daemon.service import opened_backend, status
+from tests.conftest import PG_CANDIDATES, REPO, flags, running_indexer, running_worker, wait_until, with_dedup
+from tests.test_dedup import ORIGINAL, _clusters, _links, add, grow_past_the_cap, settle
+
+TABLE = "public.ads"
+
+
+def pair(p: str, q: str) -> tuple[str, str]:
+    return tuple(sorted((p, q), key=int))  # type: ignore[return-value]
+
+
+async def _grown_table(s: Settings) -> tuple[str, str, str, str]:
+    """``test_dedup``'s history (:func:`grow_past_the_cap`), and the link X-Y it leaves."""
+    x, y, w, z = await grow_past_the_cap(s)
+    assert pair(x, y) in await _links(s.dsn)  # the link the table's history left
+    return x, y, w, z
+
+
+async def _sweep_status(dsn: str) -> tuple[str, int] | None:
+    async with await psycopg.AsyncConnection.connect(dsn) as c:
+        row = await (await c.execute(query("sweep_status"), {"table": TABLE})).fetchone()
+        return None if row is None else (row[0], int(row[1]))
+
+
+async def _passes(dsn: str) -> int:
+    st = await _sweep_status(dsn)
+    return 0 if st is None else st[1]
+
+
+def test_sweep_per_s_is_validated_and_defaults_to_20(settings: Settings) -> None:
+    assert dedup_options(settings).sweep_per_s == SWEEP_PER_S == 20.0
+    assert dedup_options(with_dedup(settings, sweep_per_s=0)).sweep_per_s == 0.0
+    assert dedup_options(with_dedup(settings, sweep_per_s=2.5)).sweep_per_s == 2.5
+    for bad in (-1, float("nan"), float("inf"), 10_001, True, "20"):
+        with pytest.raises(ConfigError, match="dedup.sweep_per_s"):
+            dedup_options(with_dedup(settings, sweep_per_s=bad))
+
+
+def test_a_sweep_chunk_is_about_one_seconds_worth() -> None:
+    assert [chunk_size(r) for r in (0.1, 1, 2.5, 20, 100, 5000)] == [1, 1, 3, 20, 100, MAX_CHUNK]
+
+
+SWEEPABLE = pytest.mark.parametrize("backend_name", ["postgres", PG_CANDIDATES], indirect=True)
+"""The backends the sweep runs on: the candidate keys in PostgreSQL (the default store)."""
+
+
+@SWEEPABLE
+async def test_the_sweep_gives_the_links_and_flags_of_a_clean_pass_without_a_requeue(settings: Settings) -> None:
+    """With the cap binding, the table's history leaves the link X-Y; the sweep (in the worker's event
+    loop, while its queue is idle) processes every record again and one pass brings the links, flags
+    and clusters to those of a clean pass over the final table: X-W and Y-Z only, W and Z duplicates."""
+    s = with_dedup(settings, candidate_cap=1, exhaustive_below=0)
+    x, y, w, z = await _grown_table(s)
+    async with running_worker(s) as loop, \
+            sweeping(s.dsn, TABLE, loop.handler, 200.0, loop.idle, lambda: loop.stopping) as sweeper:
+        assert sweeper is not None and sweeper.chunk == 100
+        await wait_until(lambda: _passes_at_least(s.dsn, 1), timeout=60, interval=0.1)
+        await settle(s)
+    assert await _links(s.dsn) == {pair(x, w), pair(y, z)}
+    assert await flags(s.dsn) == {w: ("duplicate", x), z: ("duplicate", y)}
+    clusters = await _clusters(s.dsn)
+    assert clusters[w] == clusters[x] and clusters[z] == clusters[y] and clusters[x] != clusters[y], clusters
+    sweep = (await status(s))["sweep"]  # nearsync status reports the sweep's progress
+    assert sweep["passes"] >= 1 and sweep["last_pass_s"] >= 0 and sweep["after_id"] in ("", x, y, w, z), sweep
+
+
+async def _passes_at_least(dsn: str, n: int) -> bool:
+    return await _passes(dsn) >= n
+
+
+@SWEEPABLE
+async def test_sweep_chunks_walk_the_table_in_id_order_and_wrap_around(settings: Settings) -> None:
+    """``Sweeper.step`` takes the cursor's next chunk under its lock and processes it: chunks of 2 over
+    5 records give 2, 2, 1 (the pass is done, the cursor back at the start), then 2 again; two sweepers
+    share one cursor, so a chunk is never handed out twice."""
+    s = with_dedup(settings)
+    async with running_indexer(s), running_worker(s):
+        ids = [await add(s.dsn, ORIGINAL | {"title": f"{t} table lamp"}) for t in ("oak", "pine", "teak", "ash", "elm")]
+        await settle(s)
+    async with running_worker(s) as loop, \
+            await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as c1, \
+            await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as c2:
+        for c in (c1, c2):
+            await configure_session(c)
+        await c1.execute(query("sweep_start"), {"table": TABLE})
+        one = Sweeper(s.dsn, TABLE, loop.handler, 2.0, loop.idle, lambda: False)
+        two = Sweeper(s.dsn, TABLE, loop.handler, 2.0, loop.idle, lambda: False)
+        assert (one.chunk, one.interval_s) == (2, 1.0)
+        sizes = [await one.step(c1), await two.step(c2), await one.step(c1)]
+        assert sizes == [2, 2, 1] and one.swept + two.swept == 5
+        assert await _sweep_status(s.dsn) == ("", 1)
+        # both at once: the second waits for the first's chunk and takes the next one
+        got = await asyncio.gather(one.step(c1), two.step(c2))
+        assert sorted(got) == [2, 2]
+        assert await _sweep_status(s.dsn) == (sorted(ids)[3], 1)
+
+
+@pytest.mark.parametrize("backend_name", ["postgres"], indirect=True)
+async def test_nearsync_dedup_sweeps_the_table_while_idle(settings: Settings, tmp_path: Path) -> None:
+    """``nearsync dedup`` (a real subprocess, the setting from its config file) sweeps the table while
+    its queue is idle: the link the candidate cap left from the table's history goes, the clean pass's
+    links remain, the pass is logged, and SIGTERM stops it with exit 0. With ``sweep_per_s = 0`` it
+    does not sweep."""
+    s = with_dedup(settings, candidate_cap=1, exhaustive_below=0)
+    x, y, w, z = await _grown_table(s)
+    base = (f'[database]\ndsn = "{s.dsn}"\n[index]\nbackend = "postgres"\n'
+            "[dedup]\nenabled = true\ncandidate_cap = 1\nexhaustive_below = 0\n")
+    for rate, sweeps in (("0", False), ("100", True)):
+        cfg, log = tmp_path / f"nearsync-{rate}.toml", tmp_path / f"worker-{rate}.log"
+        cfg.write_text(base + f"sweep_per_s = {rate}\n")
+        with open(log, "ab") as out:
+            proc = subprocess.Popen([sys.executable, "-m", "daemon", "dedup", "--config", str(cfg), "--log-level", "info"],
+                                    cwd=REPO, stdout=out, stderr=out, start_new_session=True)
+        try:
+            if sweeps:
+                await wait_until(lambda: _logged(log, "sweep pass finished"), timeout=60, interval=0.2)
+                await settle(s)
+            else:
+                await wait_until(lambda: _logged(log, "listening"), timeout=60, interval=0.2)
+                await asyncio.sleep(1.5)  # long enough for a sweep of 100 records a second to take all four
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=30) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        events = [json.loads(line)["event"] for line in log.read_text().splitlines() if line.startswith("{")]
+        if sweeps:
+            assert "sweep on" in events and "sweep pass finished" in events, events
+            assert await _links(s.dsn) == {pair(x, w), pair(y, z)}
+            assert await flags(s.dsn) == {w: ("duplicate", x), z: ("duplicate", y)}
+        else:
+            assert "sweep on" not in events, events
+            assert pair(x, y) in await _links(s.dsn) and await _sweep_status(s.dsn) is None
+
+
+async def _logged(log: Path, event: str) -> bool:
+    return event in log.read_text()
+
+
+async def test_the_sweep_is_off_where_the_keys_live_in_the_search_index(settings: Settings, backend_name: str) -> None:
+    """On a search backend keeping the candidate keys in its own documents (``candidate_store =
+    "search"``) there are no lookup rows to walk: the rate is 0 there, and the configured one
+    elsewhere."""
+    async with opened_backend(settings) as backend:
+        keyed = backend_name in ("opensearch", "elasticsearch")  # tests.conftest.index_settings: the "search" store
+        assert sweep_rate(20.0, backend, TABLE) == (0.0 if keyed else 20.0)
+        assert sweep_rate(0.0, backend, TABLE) == 0.0
+
+
+class _FailingFor:
+    """The worker's real handler, except that a batch holding ``poison`` raises (a fault injected in
+    front of it, as ``wrap_backend`` does for the index)."""
+
+    def __init__(self, handler: object, poison: str) -> None:
+        self.handler, self.poison = handler, poison
+
+    async def process(self, conn: psycopg.AsyncConnection, batch: list) -> object:  # type: ignore[type-arg]
+        if any(c.record_id == self.poison for c in batch):
+            raise RuntimeError(f"cannot handle {self.poison}")
+        return await self.handler.process(conn, batch)  # type: ignore[attr-defined]
+
+
+@SWEEPABLE
+async def test_a_chunk_that_fails_is_logged_and_the_sweep_goes_on(settings: Settings,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """A chunk whose processing fails (not the database or the index) is logged with its ids and left
+    to the next pass; the chunks after it are processed and the pass completes."""
+    s = with_dedup(settings)
+    async with running_indexer(s), running_worker(s):
+        ids = sorted([await add(s.dsn, ORIGINAL | {"title": f"{t} table lamp"}) for t in ("oak", "pine", "teak")])
+        await settle(s)
+    async with running_worker(s) as loop, await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as conn:
+        await configure_session(conn)
+        await conn.execute(query("sweep_start"), {"table": TABLE})
+        sweeper = Sweeper(s.dsn, TABLE, _FailingFor(loop.handler, ids[0]), 1.0, loop.idle,  # type: ignore[arg-type]
+                          lambda: False)
+        assert [await sweeper.step(conn) for _ in range(4)] == [0, 1, 1, 0]
+        assert sweeper.swept == 2 and await _sweep_status(s.dsn) == ("", 1)
+    out = capsys.readouterr().out
+    assert "sweep chunk failed; left to the next pass" in out and f"first={ids[0]}" in out and "cannot handle" in out
+    assert "sweep pass finished" in out
