@@ -143,7 +143,11 @@ async def run_order(dsn: str, settings: Any, listings: list[Any], order: list[in
 
 
 async def sweep_once(dsn: str, handler: Any) -> None:
-    """One pass of :class:`daemon.dedup.sweep.Sweeper` (chunks of 100) over the table, from its start."""
+    """One pass of :class:`daemon.dedup.sweep.Sweeper` (chunks of 100) over the table, from its start.
+
+    Args:
+        dsn: the bench's database. handler: the worker's ``DedupHandler`` (``QueueLoop.handler``).
+    """
     from daemon.db.pool import configure_session
     from daemon.dedup.sweep import Sweeper
 
@@ -151,7 +155,7 @@ async def sweep_once(dsn: str, handler: Any) -> None:
         await configure_session(conn)
         await conn.execute("DELETE FROM nearsync.dedup_sweeps WHERE table_name = %s", (TABLE,))
         await conn.execute(query("sweep_start"), {"table": TABLE})
-        sweeper = Sweeper(dsn, TABLE, handler, 100.0, asyncio.Event(), lambda: False)
+        sweeper = Sweeper(dsn, TABLE, handler, 400.0, asyncio.Event(), lambda: False)  # chunks of 100
         while True:
             await sweeper.step(conn)
             row = await (await conn.execute(query("sweep_status"), {"table": TABLE})).fetchone()

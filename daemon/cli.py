@@ -560,9 +560,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "score each pair per field, and write duplicate / potential_duplicate flags and "
                                    "clusters to PostgreSQL. Needs [dedup] enabled = true so the indexer queues "
                                    "records. Several workers may run side by side. Waits for PostgreSQL and the "
-                                   "index at start, like run. While its queue is idle it sweeps the table: "
-                                   "[dedup] sweep_per_s records a second (default 20; 0: off) are processed "
-                                   "again, a pass after another, so that the few flags that depended on the "
+                                   "index at start, like run. While the queue is idle it sweeps the table: "
+                                   "up to [dedup] sweep_per_s records a second (default 20; 0: off) are "
+                                   "processed again, a pass after another, so that the few flags that depended on the "
                                    "order records arrived in (the candidate cap, exhaustive_below) become "
                                    "those of a clean pass without --requeue.")
     _add_loop_options(w, "records", str(DEFAULT_CONCURRENCY["dedup"]))

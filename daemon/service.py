@@ -165,9 +165,10 @@ async def status(settings: Settings) -> dict[str, Any]:
     and ``pg_notification_queue_usage()`` (fraction 0-1 of the NOTIFY queue in use); with
     ``index.candidate_store = "postgres"`` also ``candidate_store``: ``{"postgres": documents}``
     (the signed documents in PostgreSQL, beside ``indexed`` in the search index); once a dedup
-    worker has swept the table (:mod:`daemon.dedup.sweep`) also ``sweep``: ``{"passes",
+    worker with the sweep on has started (:mod:`daemon.dedup.sweep`) also ``sweep``: ``{"passes",
     "after_id" (the last record id handed out, "" at a pass's start), "pass_started_at" (ISO 8601),
-    "last_pass_s" (the last completed pass's duration, s, or None)}``.
+    "last_pass_s" (the last pass's duration, s, or None)}``; ``passes`` counts the passes whose last
+    chunk has been processed.
 
     Raises:
         ConfigError, psycopg.OperationalError, SchemaError.

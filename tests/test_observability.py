@@ -110,11 +110,16 @@ async def test_metrics_and_health_scraped_during_a_run(settings: Settings, tmp_p
         _, wpage = await get(pw, "/metrics")
         assert sample(wpage, "nearsync_commit_to_flagged_seconds_count") == 45
         assert sample(wpage, "nearsync_candidates_per_record_count") >= 1
+        # the idle worker's sweep (on by default, 20 records a second) completes a pass over the table
+        await wait_until(lambda: _sweep_exported(pw), timeout=30, interval=0.5)
+        assert sample((await get(pw, "/metrics"))[1], "nearsync_dedup_sweep_last_pass_seconds", table="public.ads") > 0
         assert sample(wpage, "process_cpu_seconds_total") > 0
         # each process exports its own series only, and no *_created samples
         assert "_created" not in page and "_created" not in wpage
         for foreign in ("nearsync_commit_to_flagged_seconds", "nearsync_candidates_per_record",
                         "nearsync_candidate_cap_hits", 'queue="dedup"'):
+            assert foreign not in page, foreign
+        for foreign in ("nearsync_dedup_sweep_passes", "nearsync_dedup_sweep_last_pass_seconds"):
             assert foreign not in page, foreign
         for foreign in ("nearsync_commit_to_indexed_seconds", "nearsync_changes_indexed",
                         "nearsync_notification_queue_usage_ratio", 'queue="index"'):
@@ -144,6 +149,12 @@ async def test_metrics_and_health_scraped_during_a_run(settings: Settings, tmp_p
 
 async def _status_is(port: int, path: str, code: int) -> bool:
     return (await get(port, path))[0] == code
+
+
+async def _sweep_exported(port: int) -> bool:
+    """The worker on ``port`` exports a completed sweep pass over ``public.ads``."""
+    _, page = await get(port, "/metrics")
+    return sample(page, "nearsync_dedup_sweep_passes", table="public.ads") >= 1
 
 
 async def _queues_settled(dsn: str) -> bool:

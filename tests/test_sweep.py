@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+import structlog
 
 from daemon.config import Settings
 from daemon.db.pool import configure_session
@@ -59,8 +60,8 @@ def test_sweep_per_s_is_validated_and_defaults_to_20(settings: Settings) -> None
             dedup_options(with_dedup(settings, sweep_per_s=bad))
 
 
-def test_a_sweep_chunk_is_about_one_seconds_worth() -> None:
-    assert [chunk_size(r) for r in (0.1, 1, 2.5, 20, 100, 5000)] == [1, 1, 3, 20, 100, MAX_CHUNK]
+def test_a_sweep_chunk_is_a_quarter_of_a_seconds_worth() -> None:
+    assert [chunk_size(r) for r in (0.1, 1, 2.5, 20, 100, 5000)] == [1, 1, 1, 5, 25, MAX_CHUNK]
 
 
 SWEEPABLE = pytest.mark.parametrize("backend_name", ["postgres", PG_CANDIDATES], indirect=True)
@@ -76,8 +77,9 @@ async def test_the_sweep_gives_the_links_and_flags_of_a_clean_pass_without_a_req
     x, y, w, z = await _grown_table(s)
     async with running_worker(s) as loop, \
             sweeping(s.dsn, TABLE, loop.handler, 200.0, loop.idle, lambda: loop.stopping) as sweeper:
-        assert sweeper is not None and sweeper.chunk == 100
-        await wait_until(lambda: _passes_at_least(s.dsn, 1), timeout=60, interval=0.1)
+        assert sweeper is not None and sweeper.chunk == 50
+        # two passes: the first one's chunks are all processed (a pass counts once its last is)
+        await wait_until(lambda: _passes_at_least(s.dsn, 2), timeout=60, interval=0.1)
         await settle(s)
     assert await _links(s.dsn) == {pair(x, w), pair(y, z)}
     assert await flags(s.dsn) == {w: ("duplicate", x), z: ("duplicate", y)}
@@ -106,9 +108,9 @@ async def test_sweep_chunks_walk_the_table_in_id_order_and_wrap_around(settings:
         for c in (c1, c2):
             await configure_session(c)
         await c1.execute(query("sweep_start"), {"table": TABLE})
-        one = Sweeper(s.dsn, TABLE, loop.handler, 2.0, loop.idle, lambda: False)
-        two = Sweeper(s.dsn, TABLE, loop.handler, 2.0, loop.idle, lambda: False)
-        assert (one.chunk, one.interval_s) == (2, 1.0)
+        one = Sweeper(s.dsn, TABLE, loop.handler, 8.0, loop.idle, lambda: False)
+        two = Sweeper(s.dsn, TABLE, loop.handler, 8.0, loop.idle, lambda: False)
+        assert (one.chunk, one.interval_s) == (2, 0.25)
         sizes = [await one.step(c1), await two.step(c2), await one.step(c1)]
         assert sizes == [2, 2, 1] and one.swept + two.swept == 5
         assert await _sweep_status(s.dsn) == ("", 1)
@@ -136,7 +138,7 @@ async def test_nearsync_dedup_sweeps_the_table_while_idle(settings: Settings, tm
                                     cwd=REPO, stdout=out, stderr=out, start_new_session=True)
         try:
             if sweeps:
-                await wait_until(lambda: _logged(log, "sweep pass finished"), timeout=60, interval=0.2)
+                await wait_until(lambda: _passes_at_least(s.dsn, 2), timeout=60, interval=0.2)
                 await settle(s)
             else:
                 await wait_until(lambda: _logged(log, "listening"), timeout=60, interval=0.2)
@@ -149,7 +151,7 @@ async def test_nearsync_dedup_sweeps_the_table_while_idle(settings: Settings, tm
                 proc.wait()
         events = [json.loads(line)["event"] for line in log.read_text().splitlines() if line.startswith("{")]
         if sweeps:
-            assert "sweep on" in events and "sweep pass finished" in events, events
+            assert "sweep on" in events, events
             assert await _links(s.dsn) == {pair(x, w), pair(y, z)}
             assert await flags(s.dsn) == {w: ("duplicate", x), z: ("duplicate", y)}
         else:
@@ -185,10 +187,10 @@ class _FailingFor:
 
 
 @SWEEPABLE
-async def test_a_chunk_that_fails_is_logged_and_the_sweep_goes_on(settings: Settings,
-                                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    """A chunk whose processing fails (not the database or the index) is logged with its ids and left
-    to the next pass; the chunks after it are processed and the pass completes."""
+async def test_a_chunk_that_fails_is_logged_and_the_sweep_goes_on(settings: Settings) -> None:
+    """A chunk whose processing fails (not the database or the index) is handled in halves, as the
+    queue loop does: the record that fails alone is logged and left to the next pass, the others of
+    its chunk are processed, and the pass completes."""
     s = with_dedup(settings)
     async with running_indexer(s), running_worker(s):
         ids = sorted([await add(s.dsn, ORIGINAL | {"title": f"{t} table lamp"}) for t in ("oak", "pine", "teak")])
@@ -196,10 +198,12 @@ async def test_a_chunk_that_fails_is_logged_and_the_sweep_goes_on(settings: Sett
     async with running_worker(s) as loop, await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as conn:
         await configure_session(conn)
         await conn.execute(query("sweep_start"), {"table": TABLE})
-        sweeper = Sweeper(s.dsn, TABLE, _FailingFor(loop.handler, ids[0]), 1.0, loop.idle,  # type: ignore[arg-type]
+        sweeper = Sweeper(s.dsn, TABLE, _FailingFor(loop.handler, ids[1]), 12.0, loop.idle,  # type: ignore[arg-type]
                           lambda: False)
-        assert [await sweeper.step(conn) for _ in range(4)] == [0, 1, 1, 0]
+        assert sweeper.chunk == 3
+        with structlog.testing.capture_logs() as logs:
+            assert [await sweeper.step(conn), await sweeper.step(conn)] == [2, 0]  # the chunk, then the pass's end
         assert sweeper.swept == 2 and await _sweep_status(s.dsn) == ("", 1)
-    out = capsys.readouterr().out
-    assert "sweep chunk failed; left to the next pass" in out and f"first={ids[0]}" in out and "cannot handle" in out
-    assert "sweep pass finished" in out
+    failed = [e for e in logs if e["event"] == "sweep: record failed alone; left to the next pass"]
+    assert [(e["record_id"], e["log_level"]) for e in failed] == [(ids[1], "error")], logs
+    assert "cannot handle" in failed[0]["error"]

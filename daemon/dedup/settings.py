@@ -54,19 +54,21 @@ large blocks."""
 
 
 SWEEP_PER_S = 20.0
-"""Default ``sweep_per_s``: records per second that each ``nearsync dedup`` worker processes again
-while its queue is idle (:mod:`daemon.dedup.sweep`), in record id order, a pass over the table after
-another. Two rules depend on what was indexed when a record was processed: the candidate cap (a
-record is compared with its best ``candidate_cap`` candidates *then*; a better one indexed later is
-not compared from its side) and ``exhaustive_below`` (a scope that has grown past it is no longer
-compared whole). While a catalogue grows, 0.6-0.7% of the flags of a pass over the final table
-differ from those made on arrival (``bench/bench_history.py``); a pass over the settled table gives
-exactly the clean pass's links, clusters and flags. The sweep makes that pass without an operator
-(``nearsync dedup --requeue`` does it at once). 20 per second bounds its cost while idle to what 20
-records' dedup takes (12-14 ms of worker CPU and 7-9 ms of PostgreSQL CPU each on 20,000
-near-duplicate-dense product listings: 24-28% and 14-19% of a core; docs/benchmarks.md), and
-completes a pass over 100,000 records in ~1.4 h, over 1,000,000 in ~14 h; a change arriving
-meanwhile waits for at most one chunk (a second's worth). 0 turns the sweep off."""
+"""Default ``sweep_per_s``: records per second, at most, that each ``nearsync dedup`` worker
+processes again while the dedup queue is idle (:mod:`daemon.dedup.sweep`), in record id order (as
+text), a pass over the table after another. Two rules depend on what was indexed when a record was
+processed: the candidate cap (a record is compared with its best ``candidate_cap`` candidates
+*then*; a better one indexed later is not compared from its side) and ``exhaustive_below`` (a scope
+that has grown past it is no longer compared whole). While a catalogue grows, 0.6-0.7% of the
+flags of a pass over the final table differ from those made on arrival (``bench/bench_history.py``);
+a pass over the settled table gives exactly the clean pass's links, clusters and flags. The sweep
+makes that pass without an operator (``nearsync dedup --requeue`` does it at once). 20 per second
+completes a pass over 100,000 records in ~1.4 h with one worker (N workers share a pass and sweep N
+times as fast), over 1,000,000 in ~14 h, and bounds the cost to what those records' dedup takes,
+only while the queue is idle and never more than half of the worker's time (docs/benchmarks.md: on
+20,000 near-duplicate-dense product listings that rule held it to 14 records/s, 28% of a core in
+the worker and 17% in PostgreSQL). A change arriving meanwhile waits for the chunk
+in hand: a quarter of a second's worth of records. 0 turns the sweep off."""
 
 MAX_SWEEP_PER_S = 10_000.0
 """The largest ``sweep_per_s`` accepted (records per second)."""

@@ -1,5 +1,5 @@
-"""The dedup worker's sweep: while its queue is idle, the worker processes the table's live records
-again, a few per second, one pass over the table after another.
+"""The dedup worker's sweep: while the dedup queue is idle, the worker processes the table's live
+records again, a few per second, one pass over the table after another.
 
 Why: flags are a function of the data, except for two rules that see the table as it was when a
 record was processed (docs/architecture.md, "Dedup worker"): the candidate cap (a record is compared
@@ -7,17 +7,20 @@ with its best ``candidate_cap`` candidates of that moment) and ``exhaustive_belo
 has grown past it is no longer compared whole). A pass over the settled table gives exactly the
 links, clusters and flags of a clean pass (``bench/bench_history.py``); ``nearsync dedup --requeue``
 makes one at once, and the sweep makes it without an operator, at ``[dedup] sweep_per_s`` records
-per second (:data:`daemon.dedup.settings.SWEEP_PER_S`; 0: off).
+per second and worker (:data:`daemon.dedup.settings.SWEEP_PER_S`; 0: off).
 
 How: each ``nearsync dedup`` worker runs one :class:`Sweeper` beside its queue loop. Every
-``chunk / sweep_per_s`` seconds (and never more than half of the time: a chunk that took longer is
-followed by a pause as long), when the loop is idle (waiting for a change, no batch in hand), it
+``chunk / sweep_per_s`` seconds (a chunk is a quarter of a second's worth of records), when the
+worker's loop is idle (waiting for a change) and no change is due on the table's dedup queue (so a
+worker does not sweep while another one works through changes under the same per-table lock), it
 takes the next ``chunk`` record ids of the table's sweep cursor (named query ``sweep_next``,
-``nearsync.dedup_sweeps``, migration 0023: under the cursor row's lock, so workers share one pass
-and never sweep the same records) and hands them to the loop's handler as one batch, on a connection
-of its own. Nothing goes through the queue: no tracking rows, no acknowledgements, no lag. A record
-swept while a change of it is processed is handled as two workers handle it (the per-table dedup
-lock and the revalidation under it). A chunk that fails is logged and left to the next pass.
+``nearsync.dedup_sweeps``, migration 0023: under the cursor row's lock, so workers share one pass and
+never sweep the same records) and hands them to the loop's handler as one batch, on a connection of
+its own. After a chunk it pauses at least as long as the chunk took, so the sweep never takes more
+than half of the worker's time. Nothing goes through the queue: no tracking rows, no
+acknowledgements, no lag. A record swept while a change of it is processed is handled as two workers
+handle it (the per-table dedup lock and the revalidation under it). A chunk that fails is handled in
+halves, as the queue loop does, and a record that fails alone is logged and left to the next pass.
 """
 
 from __future__ import annotations
@@ -27,14 +30,15 @@ import contextlib
 import datetime as dt
 import math
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import psycopg
 
-from daemon.backends.base import IndexBackend, KeyedSearchIndex, TransientIndexError
-from daemon.capture.loop import BatchHandler
-from daemon.capture.queue import Claimed
+from daemon import heap
+from daemon.backends.base import IndexBackend, KeyedSearchIndex
+from daemon.capture.loop import TRANSIENT_ERRORS, BatchHandler
+from daemon.capture.queue import DEDUP_QUEUE, Claimed
 from daemon.db.pool import configure_session
 from daemon.db.queries import query
 from daemon.logs import get_logger
@@ -44,24 +48,37 @@ log = get_logger("nearsync.sweep")
 MAX_CHUNK = 100
 """The most records one sweep batch holds (at high ``sweep_per_s`` the chunks come more often)."""
 
+CHUNKS_PER_S = 4
+"""Chunks per second at most: a chunk holds a quarter of a second's worth of records, so a change
+arriving while one is processed waits for few records (each 1-5 ms on generated ads, ~10-90 ms on a
+near-duplicate-dense catalogue, the most for records of large components)."""
+
 RETRY_S = 5.0
 """Seconds before the sweep tries again after the database or the index failed."""
 
+_RETRYABLE: tuple[type[BaseException], ...] = (*TRANSIENT_ERRORS, psycopg.InterfaceError)
+"""What pauses the sweep instead of failing a record: the queue loop's transient errors and a
+connection that broke."""
+
+QUIET_PASS_S = 60.0
+"""A pass that took less than this is logged at debug level, a longer one at info (a table smaller
+than a chunk completes a pass on every tick)."""
+
 
 def chunk_size(per_s: float) -> int:
-    """Records per sweep batch for ``per_s`` records per second: about one second's worth, at least
-    1 and at most :data:`MAX_CHUNK`.
+    """Records per sweep batch for ``per_s`` records per second: a quarter of a second's worth
+    (:data:`CHUNKS_PER_S`), at least 1 and at most :data:`MAX_CHUNK`.
 
     Args:
         per_s: ``[dedup] sweep_per_s`` (> 0).
     Returns:
-        ``ceil(per_s)`` clamped to 1..:data:`MAX_CHUNK`.
+        ``ceil(per_s / CHUNKS_PER_S)`` clamped to 1..:data:`MAX_CHUNK`.
     """
-    return max(1, min(MAX_CHUNK, math.ceil(per_s)))
+    return max(1, min(MAX_CHUNK, math.ceil(per_s / CHUNKS_PER_S)))
 
 
 class Sweeper:
-    """Processes the table's live records again while the worker's queue is idle (module docstring).
+    """Processes the table's live records again while the dedup queue is idle (module docstring).
 
     Args:
         dsn: database DSN (never logged).
@@ -82,21 +99,20 @@ class Sweeper:
         self.idle = idle
         self.stopping = stopping
         self.swept = 0
-        """Records processed by the sweep since start."""
+        """Records processed by the sweep since start (those that failed alone not counted)."""
 
     async def run(self) -> None:
-        """Sweep until :attr:`stopping` (cancel the task to stop at once: a chunk in hand rolls back).
-        Transient failures (database or index down) are logged and retried after :data:`RETRY_S`
-        on a new connection; a failure of one chunk is logged with its first and last ids and the
-        sweep goes on; any other error is logged and retried the same way, so the sweep never
-        ends while the worker runs."""
+        """Sweep until :attr:`stopping` (cancel the task to stop at once: a chunk in hand rolls back
+        and is done again by a later pass). Transient failures (database or index down) are logged
+        and retried after :data:`RETRY_S` on a new connection; any other error is logged and retried
+        the same way, so the sweep never ends unseen while the worker runs."""
         while not self.stopping():
             try:
                 async with await psycopg.AsyncConnection.connect(self.dsn, autocommit=True) as conn:
                     await configure_session(conn)
                     await conn.execute(query("sweep_start"), {"table": self.table})
                     await self._sweep(conn)
-            except (psycopg.OperationalError, psycopg.InterfaceError, TransientIndexError) as e:
+            except _RETRYABLE as e:
                 log.warning("sweep paused: database or index unavailable", table=self.table, error=str(e),
                             retry_s=RETRY_S)
                 await asyncio.sleep(RETRY_S)
@@ -106,63 +122,90 @@ class Sweeper:
                 await asyncio.sleep(RETRY_S)
 
     async def _sweep(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        # A chunk every interval_s, the time a chunk takes included, so the rate is per_s while a
-        # chunk takes less than interval_s; after a chunk that took longer, a pause as long as it
-        # took, so the sweep uses at most half of the worker's idle time. A tick that finds the loop
-        # busy is skipped, not made up.
+        # A chunk every interval_s, and after each chunk a pause at least as long as it took: the
+        # rate is per_s while a chunk takes at most half of interval_s, and the sweep never takes
+        # more than half of the time. A tick that finds the worker or the queue busy is skipped.
         next_at = time.monotonic()
-        spent = 0.0
         while not self.stopping():
-            now = time.monotonic()
-            next_at = max(next_at + self.interval_s, now + spent)
-            await asyncio.sleep(next_at - now)
-            if self.stopping() or not self.idle.is_set():
-                spent = 0.0
+            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+            next_at += self.interval_s
+            if self.stopping() or not self.idle.is_set() or await self._queue_due(conn):
+                next_at = max(next_at, time.monotonic())
                 continue
             t0 = time.monotonic()
             await self.step(conn)
-            took = time.monotonic() - t0
-            spent = took if took > self.interval_s else 0.0
+            now = time.monotonic()
+            next_at = max(next_at, now + (now - t0))
+
+    async def _queue_due(self, conn: psycopg.AsyncConnection[Any]) -> bool:
+        row = await (await conn.execute(query("has_due"), {"queue": DEDUP_QUEUE})).fetchone()
+        return bool(row and row[0])
 
     async def step(self, conn: psycopg.AsyncConnection[Any]) -> int:
-        """Take the next chunk of the cursor and process it (whether or not the loop is idle).
+        """Take the next chunk of the cursor and process it (whether or not the queue is idle); when
+        the chunk ends a pass, count the pass (named query ``sweep_pass_done``) once it is processed.
 
+        Args:
+            conn: an autocommit connection set up by :func:`~daemon.db.pool.configure_session`.
         Returns:
-            The records processed (0 at the end of a pass, or for an empty table).
+            The records of the chunk processed without error (0 for a chunk with none: the end of a
+            pass that the previous chunk filled exactly, an empty table, or no cursor row).
         Raises:
-            psycopg.OperationalError, TransientIndexError: the database or the index failed (the
-            chunk is skipped in this pass; the cursor has moved past it).
+            psycopg.Error (a transient one: the loop's ``TRANSIENT_ERRORS``, or a broken connection)
+            or TransientIndexError: the database or the index failed; the cursor has moved past the
+            chunk, which the next pass takes again.
         """
         row = await (await conn.execute(query("sweep_next"), {"table": self.table, "limit": self.chunk})).fetchone()
         if row is None:  # no cursor row (the table's row was deleted meanwhile): make it again
             await conn.execute(query("sweep_start"), {"table": self.table})
             return 0
-        ids, done, passes, last_pass_s = row
+        ids, last, last_pass_s = row
+        done = 0
         if ids:
             now = dt.datetime.now(dt.timezone.utc)
-            batch = [Claimed(self.table, rid, "U", 0, now, 0) for rid in ids]
             t0 = time.perf_counter()
-            try:
-                await self.handler.process(conn, batch)
-            except (psycopg.OperationalError, psycopg.InterfaceError, TransientIndexError):
-                raise
-            except Exception as e:  # noqa: BLE001 — one bad chunk must not stop the sweep or the worker
-                log.error("sweep chunk failed; left to the next pass", table=self.table, first=ids[0], last=ids[-1],
-                          records=len(ids), error=f"{type(e).__name__}: {e}")
-                return 0
-            self.swept += len(ids)
+            done = await self._process([Claimed(self.table, rid, "U", 0, now, 0) for rid in ids], conn)
+            self.swept += done
+            heap.after_batch()  # as the queue loop after a batch (the worker runs with the collector in batch mode)
             log.debug("swept", table=self.table, records=len(ids), ms=round((time.perf_counter() - t0) * 1000, 1))
-        if done:
-            log.info("sweep pass finished", table=self.table, passes=passes, seconds=round(last_pass_s or 0.0, 1))
-        return len(ids)
+        if last:
+            passes = await (await conn.execute(query("sweep_pass_done"), {"table": self.table})).fetchone()
+            (log.info if (last_pass_s or 0.0) >= QUIET_PASS_S else log.debug)(
+                "sweep pass finished", table=self.table, passes=passes[0] if passes else None,
+                seconds=round(last_pass_s or 0.0, 1))
+        return done
+
+    async def _process(self, batch: Sequence[Claimed], conn: psycopg.AsyncConnection[Any]) -> int:
+        """``handler.process`` on ``batch``; on a non-transient error the two halves apart,
+        recursively (as ``QueueLoop.process_isolating``), a record failing alone logged and left to
+        the next pass. Returns the records processed without error. Raises: a transient error."""
+        try:
+            await self.handler.process(conn, batch)
+            return len(batch)
+        except _RETRYABLE:
+            raise
+        except Exception as e:  # noqa: BLE001 — a bad record must not stop the sweep, nor its chunk
+            if len(batch) == 1:
+                log.error("sweep: record failed alone; left to the next pass", table=self.table,
+                          record_id=batch[0].record_id, error=f"{type(e).__name__}: {e}")
+                return 0
+        mid = len(batch) // 2
+        return await self._process(batch[:mid], conn) + await self._process(batch[mid:], conn)
 
 
 def sweep_rate(per_s: float, backend: IndexBackend, table: str) -> float:
-    """The sweep's rate for a worker on ``backend``: ``per_s`` (``[dedup] sweep_per_s``), or 0 on a
-    search backend that keeps the candidate keys in its own documents (``index.candidate_store =
-    "search"``): the sweep walks the PostgreSQL lookup rows (``nearsync.document_lookup``), which
-    that store does not write. Logs why the sweep is off there (``nearsync dedup --requeue`` makes the
-    same pass at once)."""
+    """The sweep's rate for a worker on ``backend``, and a warning when the sweep cannot run there.
+
+    Args:
+        per_s: ``[dedup] sweep_per_s`` (records per second, 0: off).
+        backend: the worker's opened index backend.
+        table: the tracked table (``schema.table``), for the log line.
+    Returns:
+        ``per_s``, or 0.0 on a search backend that keeps the candidate keys in its own documents
+        (``index.candidate_store = "search"``): the sweep walks the PostgreSQL lookup rows
+        (``nearsync.document_lookup``), which that store does not write (``nearsync dedup
+        --requeue`` makes the same pass at once).
+    """
     if per_s > 0 and isinstance(backend, KeyedSearchIndex):
         log.warning("sweep off: it needs the candidate keys in PostgreSQL (index.candidate_store = \"postgres\", "
                     "the default); run nearsync dedup --requeue for a pass over the table", table=table)
@@ -173,9 +216,15 @@ def sweep_rate(per_s: float, backend: IndexBackend, table: str) -> float:
 @contextlib.asynccontextmanager
 async def sweeping(dsn: str, table: str, handler: BatchHandler, per_s: float, idle: asyncio.Event,
                    stopping: Callable[[], bool]) -> AsyncIterator[Sweeper | None]:
-    """Run a :class:`Sweeper` in a task for the duration of the block (none when ``per_s`` is 0);
-    the task is cancelled when the block ends (a chunk in hand rolls back: it is done again by a
-    later pass). Yields the sweeper, or None when off."""
+    """Run a :class:`Sweeper` in a task for the duration of the block.
+
+    Args:
+        dsn, table, handler, per_s, idle, stopping: as :class:`Sweeper` takes them; ``per_s`` 0
+            (or below): no sweep.
+    Yields:
+        The running sweeper, or None when off. On exit the task is cancelled (a chunk in hand rolls
+        back: a later pass does it again).
+    """
     if per_s <= 0:
         yield None
         return

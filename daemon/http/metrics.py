@@ -126,6 +126,10 @@ class LoopMetrics:
         self.batch_limit = Gauge("nearsync_batch_limit_rows", "Current adaptive batch size", q, registry=r)
         self.last_loop_age = Gauge("nearsync_last_loop_age_seconds", "Seconds since the loop last turned",
                                    q, registry=r)
+        self.sweep_passes = Gauge("nearsync_dedup_sweep_passes", "Passes of the idle workers' sweep completed "
+                                  "over the table (daemon.dedup.sweep)", ("table",), registry=dedup_r)
+        self.sweep_last_pass = Gauge("nearsync_dedup_sweep_last_pass_seconds", "Duration of the sweep's last "
+                                     "completed pass over the table", ("table",), registry=dedup_r)
         self.refreshed_at = 0.0
         for g in (self.pending, self.oldest_age, self.dead_letters):  # present from the first scrape
             g.labels(queue)
@@ -181,7 +185,8 @@ class LoopMetrics:
         self.last_loop_age.labels(self.queue).set(max(0.0, time.monotonic() - last_loop_at))
 
     async def refresh(self, conn: psycopg.AsyncConnection[Any]) -> dict[str, Any]:
-        """Re-read the database-wide gauges on ``conn`` (autocommit).
+        """Re-read the database-wide gauges on ``conn`` (autocommit); for the dedup queue also the
+        sweep's passes and last pass duration (s) per table (``nearsync.dedup_sweeps``).
 
         Returns:
             ``{"queues": {queue: {pending, oldest_age_s, dead_letters}}, "notification_queue_usage": float}``.
@@ -202,6 +207,12 @@ class LoopMetrics:
             await cur.execute(query("notification_queue_usage"))
             row = await cur.fetchone()
             out["notification_queue_usage"] = float(row["usage"]) if row else 0.0
+            if self.queue == "dedup":
+                await cur.execute(query("sweeps"))
+                for r in await cur.fetchall():
+                    self.sweep_passes.labels(r["table_name"]).set(r["passes"])
+                    if r["last_pass_s"] is not None:
+                        self.sweep_last_pass.labels(r["table_name"]).set(r["last_pass_s"])
         own = out["queues"].get(self.queue, {})
         self.pending.labels(self.queue).set(own.get("pending", 0))
         self.oldest_age.labels(self.queue).set(own.get("oldest_age_s", 0.0))

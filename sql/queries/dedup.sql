@@ -251,38 +251,49 @@ INSERT INTO nearsync.dedup_sweeps (table_name) VALUES (%(table)s) ON CONFLICT (t
 
 -- name: sweep_next
 -- The next chunk of the dedup worker's sweep (daemon.dedup.sweep): up to %(limit)s live records of the
--- table (those with a lookup row: every signed document) after the row's after_id, in record id order,
--- taken under the row's lock, so a second worker waits for the first's statement and then takes the
--- next chunk. The cursor moves past them, or back to the start when fewer were left: a pass is done
--- (passes + 1, its duration in s kept, the next pass starts now). A table with no record completes no
--- pass. Returns one row (ids, done, passes, last_pass_s), or none when sweep_start made no row.
+-- table (those with a lookup row: every signed document) after the row's after_id in the order of
+-- their ids as text ('' at a pass's start, when an id '' is taken too), taken under the row's lock,
+-- so a second worker waits for the first's statement and then takes the next chunk. The cursor
+-- moves past them, or back to the start when fewer were left: the chunk ends the pass (last = true;
+-- the pass's duration in s is kept and the next pass starts now; sweep_pass_done counts it once the
+-- chunk is processed). A table with no record ends no pass. Returns one row (ids, last,
+-- last_pass_s), or none when sweep_start made no row.
 WITH cur AS (
     SELECT after_id FROM nearsync.dedup_sweeps WHERE table_name = %(table)s FOR UPDATE
 ), picked AS (
     SELECT d.record_id FROM cur CROSS JOIN LATERAL (
         SELECT l.record_id FROM nearsync.document_lookup l
-        WHERE l.table_name = %(table)s AND l.record_id > cur.after_id
+        WHERE l.table_name = %(table)s AND (l.record_id > cur.after_id OR (cur.after_id = '' AND l.record_id = ''))
         ORDER BY l.record_id LIMIT %(limit)s) AS d
 ), got AS (
-    SELECT count(*)::integer AS n, max(p.record_id) AS last,
-           (count(*) < %(limit)s AND (count(*) > 0 OR (SELECT after_id FROM cur) <> '')) AS done
+    SELECT count(*)::integer AS n, max(p.record_id) AS last_id,
+           (count(*) < %(limit)s AND (count(*) > 0 OR (SELECT after_id FROM cur) <> '')) AS last
     FROM picked p
 ), moved AS (
     UPDATE nearsync.dedup_sweeps s
-    SET after_id = CASE WHEN got.done OR got.n = 0 THEN '' ELSE got.last END,
-        passes = s.passes + got.done::integer,
-        last_pass_s = CASE WHEN got.done THEN extract(epoch FROM clock_timestamp() - s.pass_started_at)::float8
+    SET after_id = CASE WHEN got.last OR got.n = 0 THEN '' ELSE got.last_id END,
+        last_pass_s = CASE WHEN got.last THEN extract(epoch FROM clock_timestamp() - s.pass_started_at)::float8
                            ELSE s.last_pass_s END,
-        pass_started_at = CASE WHEN got.done THEN clock_timestamp() ELSE s.pass_started_at END
+        pass_started_at = CASE WHEN got.last THEN clock_timestamp() ELSE s.pass_started_at END
     FROM got
     WHERE s.table_name = %(table)s
-    RETURNING got.done, s.passes, s.last_pass_s
+    RETURNING got.last, s.last_pass_s
 )
 SELECT coalesce((SELECT array_agg(record_id ORDER BY record_id) FROM picked), '{}'::text[]) AS ids,
-       m.done, m.passes, m.last_pass_s
+       m.last, m.last_pass_s
 FROM moved m;
+
+-- name: sweep_pass_done
+-- A pass of the sweep is complete: its last chunk (sweep_next's last = true) has been processed.
+-- Returns the passes completed.
+UPDATE nearsync.dedup_sweeps SET passes = passes + 1 WHERE table_name = %(table)s RETURNING passes;
 
 -- name: sweep_status
 -- The table's sweep (migration 0023): the last record id handed out ('' at a pass's start), passes
--- completed, when the current pass started, the last pass's duration (s); no row before the first sweep.
+-- completed (their last chunk processed), when the current pass started, the last pass's duration
+-- (s); no row before a worker first swept.
 SELECT after_id, passes, pass_started_at, last_pass_s FROM nearsync.dedup_sweeps WHERE table_name = %(table)s;
+
+-- name: sweeps
+-- Every table's sweep (migration 0023), for the dedup worker's metrics: table_name, passes, last_pass_s.
+SELECT table_name, passes, last_pass_s FROM nearsync.dedup_sweeps ORDER BY table_name;
