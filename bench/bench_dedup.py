@@ -38,7 +38,8 @@ It prints candidates per record, records/s per worker for the backlog, the docum
 PostgreSQL backend read and decoded per record (its document cache's misses; the candidates read only in part
 for the worker's lead-field screen are counted apart; ``--cached-documents
 N`` sets ``[index] cached_documents``), the worker's resident memory after the drain and the
-single-record p50/p99. ``--snapshot B`` builds the corpus snapshot after the load, as ``nearsync
+single-record p50/p99 (``--sweep 20 200`` then times the idle worker's sweep at those rates).
+``--snapshot B`` builds the corpus snapshot after the load, as ``nearsync
 rarity refresh`` would (title-word rarity, and the candidate-key blocks larger than ``B`` listings,
 which the lookups then leave out: block purging; ``--snapshot 0`` rarity only), and prints the
 large blocks it found; without it the worker runs with no snapshot. ``--cap N`` sets ``[dedup]
@@ -460,13 +461,15 @@ async def run_indexed(dsn: str, indexed: int, backlog: int, samples: int, reuse:
 
 
 async def time_backlog(dsn: str, settings: Any, indexed: int, backlog: int, samples: int, *, took: float | None,
-                       seed: int, warm: bool, label: str, target: int = 2000, profile: str | None = None) -> None:
+                       seed: int, warm: bool, label: str, target: int = 2000, profile: str | None = None,
+                       sweep: list[float] | None = None, sweep_s: float = 60.0) -> None:
     """After the index is loaded (in ``took`` s, None when reused): print the load rate, put ``backlog``
     of the ``indexed`` records (ids 1..indexed, picked with ``seed``) on the dedup queue, drain it
     (:func:`drain_throughput`, printed under ``label``) and time ``samples`` records one by one
     (:func:`single_record_latency`). ``warm``: :func:`prewarm` first. Every link, part, cluster and
     flag of the table is forgotten first (named query ``dedup_reset``): with ``--reuse`` they would
-    otherwise be the earlier runs' starting point."""
+    otherwise be the earlier runs' starting point. ``sweep``: then :func:`sweep_cost` at these rates,
+    ``sweep_s`` seconds each."""
     if took:
         print(f"indexed {indexed:,} documents through the backend in {took:.1f} s ({indexed / took:,.0f} docs/s)",
               flush=True)
@@ -485,6 +488,32 @@ async def time_backlog(dsn: str, settings: Any, indexed: int, backlog: int, samp
         heap.settle(batches=True)  # as `nearsync dedup` does once started (the collector runs after batches)
         await drain_throughput(worker, label, target=target, profile=profile)
         await single_record_latency(dsn, worker, [str(i) for i in rng.sample(range(1, indexed + 1), samples)], indexed)
+        if sweep:
+            await sweep_cost(dsn, worker, sweep, sweep_s)
+
+
+async def sweep_cost(dsn: str, worker: Any, rates: list[float], seconds: float) -> None:
+    """``--sweep``: the dedup worker's sweep (:mod:`daemon.dedup.sweep`) run beside the worker for
+    ``seconds`` per rate of ``rates`` (records per second asked; the worker idle, its links, clusters
+    and flags those the backlog left), after 3 s of warm-up; prints records swept per second and the
+    CPU of the worker process and of PostgreSQL, per record and as a share of a core."""
+    from daemon.dedup.sweep import sweeping
+
+    idle = asyncio.Event()
+    idle.set()  # nothing else is queued: the worker is idle (its handler needs the backend, not the loop)
+    for rate in rates:
+        async with sweeping(dsn, "public.ads", worker.handler, rate, idle, lambda: False) as sw:
+            assert sw is not None
+            await asyncio.sleep(3.0)
+            n0, c0, p0, t0 = sw.swept, time.process_time(), postgres_cpu_s(dsn), time.perf_counter()
+            await asyncio.sleep(seconds)
+            n1, c1, p1, t1 = sw.swept, time.process_time(), postgres_cpu_s(dsn), time.perf_counter()
+        n, wall = n1 - n0, t1 - t0
+        pg = (f"; PostgreSQL CPU {(p1 - p0) / wall:.0%} of a core ({(p1 - p0) * 1000 / max(1, n):.1f} ms per record)"
+              if p0 is not None and p1 is not None else "")
+        print(f"sweep at sweep_per_s = {rate:g} (chunks of {sw.chunk}): {n:,} records in {wall:.1f} s = "
+              f"{n / wall:.1f} records/s; worker CPU {(c1 - c0) / wall:.0%} of a core "
+              f"({(c1 - c0) * 1000 / max(1, n):.1f} ms per record){pg}", flush=True)
 
 
 def corpus_row(i: int, fields: dict[str, Any]) -> dict[str, Any]:
@@ -533,12 +562,14 @@ async def run_corpus(dsn: str, indexed: int, backlog: int, samples: int, *, reus
                      concurrency: int | None = None, seed: int = 5, warm: bool = False, shops: int = 8,
                      corpus_seed: int = 18, batch_size: int = 500, profile: str | None = None,
                      cached_documents: int | None = None, snapshot: int | None = None,
-                     candidate_cap: int | None = None) -> None:
+                     candidate_cap: int | None = None, sweep: list[float] | None = None,
+                     sweep_s: float = 60.0) -> None:
     """``--corpus abt-buy`` (see the module docstring): build the product corpus, index it, put a
     backlog of ``backlog`` random listings through the worker, then time ``samples`` one by one
     (``cached_documents``: the backend's document cache bound, None: the daemon's default;
     ``snapshot``: build the corpus snapshot with this ``max_block`` first, None: no snapshot;
-    ``candidate_cap``: ``[dedup] candidate_cap``, None: the profile's 50)."""
+    ``candidate_cap``: ``[dedup] candidate_cap``, None: the profile's 50; ``sweep``, ``sweep_s``:
+    the sweep's cost afterwards, :func:`sweep_cost`)."""
     from bench.corpus_products import build_corpus
 
     data = default_data_dir()
@@ -566,7 +597,7 @@ async def run_corpus(dsn: str, indexed: int, backlog: int, samples: int, *, reus
               f"{snapshot:,} listings, built in {report['seconds']:.1f} s", flush=True)
     await time_backlog(dsn, settings, indexed, backlog, samples, took=took, seed=seed, warm=warm,
                        label=f"dedup throughput, product corpus, {indexed:,} indexed, global scope", target=1000,
-                       profile=profile)
+                       profile=profile, sweep=sweep, sweep_s=sweep_s)
 
 
 def shared_buffers_for(documents: int) -> str:
@@ -612,7 +643,13 @@ def main() -> None:
                          "of the lookups; 0: rarity only); default: no snapshot")
     ap.add_argument("--cap", type=int, metavar="N",
                     help="with --corpus abt-buy: [dedup] candidate_cap (default: the products profile's, 50)")
+    ap.add_argument("--sweep", type=float, nargs="+", metavar="RATE",
+                    help="with --corpus abt-buy: afterwards, run the idle worker's sweep at each [dedup] "
+                         "sweep_per_s RATE for --sweep-s seconds and print its rate and CPU cost")
+    ap.add_argument("--sweep-s", type=float, default=60.0, help="with --sweep: seconds per rate (default 60)")
     args = ap.parse_args()
+    if args.sweep is not None and (any(r <= 0 for r in args.sweep) or args.sweep_s <= 0):
+        ap.error("--sweep: every RATE and --sweep-s are positive")
     if args.cap is not None and args.cap < 1:
         ap.error("--cap: N is a positive number of candidates")
     if args.snapshot is not None and args.snapshot < 0:
@@ -627,7 +664,8 @@ def main() -> None:
                                    concurrency=args.concurrency, seed=args.seed, warm=args.prewarm, shops=args.shops,
                                    corpus_seed=args.corpus_seed, batch_size=args.batch_size or 500,
                                    profile=args.profile, cached_documents=args.cached_documents,
-                                   snapshot=args.snapshot, candidate_cap=args.cap))
+                                   snapshot=args.snapshot, candidate_cap=args.cap, sweep=args.sweep,
+                                   sweep_s=args.sweep_s))
         if args.dsn:
             corpus(args.dsn)
         else:

@@ -66,8 +66,8 @@ makes that pass without an operator (``nearsync dedup --requeue`` does it at onc
 completes a pass over 100,000 records in ~1.4 h with one worker (N workers share a pass and sweep N
 times as fast), over 1,000,000 in ~14 h, and bounds the cost to what those records' dedup takes,
 only while the queue is idle and never more than half of the worker's time (docs/benchmarks.md: on
-20,000 near-duplicate-dense product listings that rule held it to 14 records/s, 28% of a core in
-the worker and 17% in PostgreSQL). A change arriving meanwhile waits for the chunk
+20,000 near-duplicate-dense product listings 19 records/s, 20-21% of a core in the worker and
+14-15% in PostgreSQL). A change arriving meanwhile waits for the chunk
 in hand: a quarter of a second's worth of records. 0 turns the sweep off."""
 
 MAX_SWEEP_PER_S = 10_000.0
