@@ -38,7 +38,8 @@ It prints candidates per record, records/s per worker for the backlog, the docum
 PostgreSQL backend read and decoded per record (its document cache's misses; the candidates read only in part
 for the worker's lead-field screen are counted apart; ``--cached-documents
 N`` sets ``[index] cached_documents``), the worker's resident memory after the drain and the
-single-record p50/p99 (``--sweep 20 200`` then times the idle worker's sweep at those rates).
+single-record p50/p99 (``--sweep 20 200`` then times the idle worker's sweep at those rates, and
+its CPU once it rests after a pass that saw no change).
 ``--snapshot B`` builds the corpus snapshot after the load, as ``nearsync
 rarity refresh`` would (title-word rarity, and the candidate-key blocks larger than ``B`` listings,
 which the lookups then leave out: block purging; ``--snapshot 0`` rarity only), and prints the
@@ -496,8 +497,22 @@ async def sweep_cost(dsn: str, worker: Any, rates: list[float], seconds: float) 
     """``--sweep``: the dedup worker's sweep (:mod:`daemon.dedup.sweep`) run beside the worker for
     ``seconds`` per rate of ``rates`` (records per second asked; the worker idle, its links, clusters
     and flags those the backlog left), after 3 s of warm-up; prints records swept per second and the
-    CPU of the worker process and of PostgreSQL, per record and as a share of a core."""
+    CPU of the worker process and of PostgreSQL, per record and as a share of a core. When a pass
+    ends within the window and the sweep rests (nothing changed while the pass ran), the sweeping
+    part ends there and the rest of the window is printed apart: the CPU of a resting sweep."""
     from daemon.dedup.sweep import sweeping
+
+    def cpu() -> tuple[float, float | None, float]:
+        return time.process_time(), postgres_cpu_s(dsn), time.perf_counter()
+
+    def share(a: tuple[float, float | None, float], b: tuple[float, float | None, float], n: int) -> str:
+        wall, pct = b[2] - a[2], ".0%" if n else ".2%"  # per record while sweeping; finer while resting
+        pg = (f"; PostgreSQL CPU {(b[1] - a[1]) / wall:{pct}} of a core" + (
+              f" ({(b[1] - a[1]) * 1000 / n:.1f} ms per record)" if n else "")
+              if a[1] is not None and b[1] is not None else "")
+        mine = f"worker CPU {(b[0] - a[0]) / wall:{pct}} of a core" + (f" ({(b[0] - a[0]) * 1000 / n:.1f} ms per record)"
+                                                                     if n else "")
+        return mine + pg
 
     idle = asyncio.Event()
     idle.set()  # nothing else is queued: the worker is idle (its handler needs the backend, not the loop)
@@ -505,15 +520,20 @@ async def sweep_cost(dsn: str, worker: Any, rates: list[float], seconds: float) 
         async with sweeping(dsn, "public.ads", worker.handler, rate, idle, lambda: False) as sw:
             assert sw is not None
             await asyncio.sleep(3.0)
-            n0, c0, p0, t0 = sw.swept, time.process_time(), postgres_cpu_s(dsn), time.perf_counter()
-            await asyncio.sleep(seconds)
-            n1, c1, p1, t1 = sw.swept, time.process_time(), postgres_cpu_s(dsn), time.perf_counter()
-        n, wall = n1 - n0, t1 - t0
-        pg = (f"; PostgreSQL CPU {(p1 - p0) / wall:.0%} of a core ({(p1 - p0) * 1000 / max(1, n):.1f} ms per record)"
-              if p0 is not None and p1 is not None else "")
+            n0, start = sw.swept, cpu()
+            end = start[2] + seconds
+            while time.perf_counter() < end and not sw.resting:
+                await asyncio.sleep(min(0.5, max(0.0, end - time.perf_counter())))
+            n1, swept = sw.swept, cpu()
+            if sw.resting:
+                await asyncio.sleep(max(0.0, end - time.perf_counter()))
+                rested = cpu()
+        n, wall = n1 - n0, swept[2] - start[2]
         print(f"sweep at sweep_per_s = {rate:g} (chunks of {sw.chunk}): {n:,} records in {wall:.1f} s = "
-              f"{n / wall:.1f} records/s; worker CPU {(c1 - c0) / wall:.0%} of a core "
-              f"({(c1 - c0) * 1000 / max(1, n):.1f} ms per record){pg}", flush=True)
+              f"{n / wall:.1f} records/s; {share(start, swept, max(1, n))}", flush=True)
+        if sw.resting:
+            print(f"  then resting (the pass saw no change) for {rested[2] - swept[2]:.1f} s: "
+                  f"{share(swept, rested, 0)}", flush=True)
 
 
 def corpus_row(i: int, fields: dict[str, Any]) -> dict[str, Any]:

@@ -203,7 +203,7 @@ def cmd_grant_role(args: argparse.Namespace) -> int:
 async def cmd_status(args: argparse.Namespace) -> int:
     """``nearsync status``: rows, indexed documents, NOTIFY queue use, per-queue backlog (pending,
     oldest age in s, claimed, retrying, dead letters) and the dedup sweep's progress (passes done,
-    position), as text or ``--json``. Returns exit code 0."""
+    position, or resting), as text or ``--json``. Returns exit code 0."""
 
     from daemon.service import status
 
@@ -223,7 +223,12 @@ async def cmd_status(args: argparse.Namespace) -> int:
         sw = report["sweep"]
         where = f"after record {sw['after_id']}" if sw["after_id"] else "at the start"
         last = f", the last took {sw['last_pass_s']:.0f} s" if sw["last_pass_s"] is not None else ""
-        print(f"  dedup sweep: {sw['passes']} pass(es) done{last}; this one started {sw['pass_started_at']}, {where}")
+        if sw["resting"]:
+            print(f"  dedup sweep: {sw['passes']} pass(es) done{last}; resting: nothing changed since the last "
+                  f"pass began ({sw['pass_started_at']})")
+        else:
+            print(f"  dedup sweep: {sw['passes']} pass(es) done{last}; this one started {sw['pass_started_at']}, "
+                  f"{where}")
     return 0
 
 
@@ -562,7 +567,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "records. Several workers may run side by side. Waits for PostgreSQL and the "
                                    "index at start, like run. While the queue is idle it sweeps the table: "
                                    "up to [dedup] sweep_per_s records a second (default 20; 0: off) are "
-                                   "processed again, a pass after another, so that the few flags that depended on the "
+                                   "processed again, a pass after another until a pass sees no change (then it rests until "
+                                   "the table changes), so that the few flags that depended on the "
                                    "order records arrived in (the candidate cap, exhaustive_below) become "
                                    "those of a clean pass without --requeue.")
     _add_loop_options(w, "records", str(DEFAULT_CONCURRENCY["dedup"]))

@@ -167,8 +167,9 @@ async def status(settings: Settings) -> dict[str, Any]:
     (the signed documents in PostgreSQL, beside ``indexed`` in the search index); once a dedup
     worker with the sweep on has started (:mod:`daemon.dedup.sweep`) also ``sweep``: ``{"passes",
     "after_id" (the last record id handed out, "" at a pass's start), "pass_started_at" (ISO 8601),
-    "last_pass_s" (the last pass's duration, s, or None)}``; ``passes`` counts the passes whose last
-    chunk has been processed.
+    "last_pass_s" (the last pass's duration, s, or None), "resting" (True: the last pass saw no
+    change and nothing changed since, so the sweep waits for a change)}``; ``passes`` counts the
+    passes whose last chunk has been processed.
 
     Raises:
         ConfigError, psycopg.OperationalError, SchemaError.
@@ -198,7 +199,8 @@ async def status(settings: Settings) -> dict[str, Any]:
             extra["candidate_store"] = {"postgres": (await backend.store_counts(table.name))[1]}
     if sweep is not None:
         extra["sweep"] = {"passes": sweep["passes"], "after_id": sweep["after_id"],
-                          "pass_started_at": sweep["pass_started_at"].isoformat(), "last_pass_s": sweep["last_pass_s"]}
+                          "pass_started_at": sweep["pass_started_at"].isoformat(), "last_pass_s": sweep["last_pass_s"],
+                          "resting": sweep["resting"]}
     return {"table": table.name, "rows": rows, "indexed": indexed, "backend": settings.index.backend,
             "notification_queue_usage": usage, "queues": queues, **extra}
 

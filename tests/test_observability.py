@@ -113,13 +113,16 @@ async def test_metrics_and_health_scraped_during_a_run(settings: Settings, tmp_p
         # the idle worker's sweep (on by default, 20 records a second) completes a pass over the table
         await wait_until(lambda: _sweep_exported(pw), timeout=30, interval=0.5)
         assert sample((await get(pw, "/metrics"))[1], "nearsync_dedup_sweep_last_pass_seconds", table="public.ads") > 0
+        # ... and rests once a pass saw no change (the gauge is read at most once a second)
+        await wait_until(lambda: _sweep_resting(pw), timeout=45, interval=0.5)
         assert sample(wpage, "process_cpu_seconds_total") > 0
         # each process exports its own series only, and no *_created samples
         assert "_created" not in page and "_created" not in wpage
         for foreign in ("nearsync_commit_to_flagged_seconds", "nearsync_candidates_per_record",
                         "nearsync_candidate_cap_hits", 'queue="dedup"'):
             assert foreign not in page, foreign
-        for foreign in ("nearsync_dedup_sweep_passes", "nearsync_dedup_sweep_last_pass_seconds"):
+        for foreign in ("nearsync_dedup_sweep_passes", "nearsync_dedup_sweep_last_pass_seconds",
+                        "nearsync_dedup_sweep_resting"):
             assert foreign not in page, foreign
         for foreign in ("nearsync_commit_to_indexed_seconds", "nearsync_changes_indexed",
                         "nearsync_notification_queue_usage_ratio", 'queue="index"'):
@@ -155,6 +158,12 @@ async def _sweep_exported(port: int) -> bool:
     """The worker on ``port`` exports a completed sweep pass over ``public.ads``."""
     _, page = await get(port, "/metrics")
     return sample(page, "nearsync_dedup_sweep_passes", table="public.ads") >= 1
+
+
+async def _sweep_resting(port: int) -> bool:
+    """The worker on ``port`` exports its sweep over ``public.ads`` as resting."""
+    _, page = await get(port, "/metrics")
+    return sample(page, "nearsync_dedup_sweep_resting", table="public.ads") == 1
 
 
 async def _queues_settled(dsn: str) -> bool:

@@ -22,6 +22,8 @@ from daemon.dedup.settings import SWEEP_PER_S, dedup_options
 from daemon.dedup.sweep import MAX_CHUNK, Sweeper, chunk_size, sweeping
 from daemon.errors import ConfigError
 from daemon.dedup.sweep import sweep_rate
+from daemon.http.moderation import decide_pair
+from daemon.ops.rarity import refresh_rarity
 from daemon.service import opened_backend, status
 from tests.conftest import PG_CANDIDATES, REPO, flags, running_indexer, running_worker, wait_until, with_dedup
 from tests.test_dedup import ORIGINAL, _clusters, _links, add, grow_past_the_cap, settle
@@ -78,8 +80,8 @@ async def test_the_sweep_gives_the_links_and_flags_of_a_clean_pass_without_a_req
     async with running_worker(s) as loop, \
             sweeping(s.dsn, TABLE, loop.handler, 200.0, loop.idle, lambda: loop.stopping) as sweeper:
         assert sweeper is not None and sweeper.chunk == 50
-        # two passes: the first one's chunks are all processed (a pass counts once its last is)
-        await wait_until(lambda: _passes_at_least(s.dsn, 2), timeout=60, interval=0.1)
+        # a pass (counted once its last chunk is processed) that saw no change: the sweep rests
+        await wait_until(lambda: _rested(s), timeout=60, interval=0.1)
         await settle(s)
     assert await _links(s.dsn) == {pair(x, w), pair(y, z)}
     assert await flags(s.dsn) == {w: ("duplicate", x), z: ("duplicate", y)}
@@ -89,15 +91,18 @@ async def test_the_sweep_gives_the_links_and_flags_of_a_clean_pass_without_a_req
     assert sweep["passes"] >= 1 and sweep["last_pass_s"] >= 0 and sweep["after_id"] in ("", x, y, w, z), sweep
 
 
-async def _passes_at_least(dsn: str, n: int) -> bool:
-    return await _passes(dsn) >= n
+async def _rested(s: Settings) -> bool:
+    """The sweep has completed a pass and rests (nothing changed while that pass ran)."""
+    sweep = (await status(s)).get("sweep")
+    return sweep is not None and sweep["passes"] >= 1 and sweep["resting"]
 
 
 @SWEEPABLE
 async def test_sweep_chunks_walk_the_table_in_id_order_and_wrap_around(settings: Settings) -> None:
     """``Sweeper.step`` takes the cursor's next chunk under its lock and processes it: chunks of 2 over
-    5 records give 2, 2, 1 (the pass is done, the cursor back at the start), then 2 again; two sweepers
-    share one cursor, so a chunk is never handed out twice."""
+    5 records give 2, 2, 1 (the pass is done, the cursor back at the start); nothing changed during
+    that pass, so the sweep rests (nothing handed out, the cursor unmoved) until a worker starts
+    again, then takes 2 again; two sweepers share one cursor, so a chunk is never handed out twice."""
     s = with_dedup(settings)
     async with running_indexer(s), running_worker(s):
         ids = [await add(s.dsn, ORIGINAL | {"title": f"{t} table lamp"}) for t in ("oak", "pine", "teak", "ash", "elm")]
@@ -113,7 +118,10 @@ async def test_sweep_chunks_walk_the_table_in_id_order_and_wrap_around(settings:
         assert (one.chunk, one.interval_s) == (2, 0.25)
         sizes = [await one.step(c1), await two.step(c2), await one.step(c1)]
         assert sizes == [2, 2, 1] and one.swept + two.swept == 5
+        assert await _sweep_status(s.dsn) == ("", 1) and not one.resting
+        assert [await one.step(c1), await two.step(c2)] == [0, 0] and one.resting and two.resting
         assert await _sweep_status(s.dsn) == ("", 1)
+        await c2.execute(query("sweep_start"), {"table": TABLE})  # a worker (re)starting: a pass again
         # both at once: the second waits for the first's chunk and takes the next one
         got = await asyncio.gather(one.step(c1), two.step(c2))
         assert sorted(got) == [2, 2]
@@ -124,8 +132,8 @@ async def test_sweep_chunks_walk_the_table_in_id_order_and_wrap_around(settings:
 async def test_nearsync_dedup_sweeps_the_table_while_idle(settings: Settings, tmp_path: Path) -> None:
     """``nearsync dedup`` (a real subprocess, the setting from its config file) sweeps the table while
     its queue is idle: the link the candidate cap left from the table's history goes, the clean pass's
-    links remain, the pass is logged, and SIGTERM stops it with exit 0. With ``sweep_per_s = 0`` it
-    does not sweep."""
+    links remain, the sweep then rests (and logs it), and SIGTERM stops it with exit 0. With
+    ``sweep_per_s = 0`` it does not sweep."""
     s = with_dedup(settings, candidate_cap=1, exhaustive_below=0)
     x, y, w, z = await _grown_table(s)
     base = (f'[database]\ndsn = "{s.dsn}"\n[index]\nbackend = "postgres"\n'
@@ -138,7 +146,8 @@ async def test_nearsync_dedup_sweeps_the_table_while_idle(settings: Settings, tm
                                     cwd=REPO, stdout=out, stderr=out, start_new_session=True)
         try:
             if sweeps:
-                await wait_until(lambda: _passes_at_least(s.dsn, 2), timeout=60, interval=0.2)
+                await wait_until(lambda: _rested(s), timeout=60, interval=0.2)
+                await wait_until(lambda: _logged(log, "sweep resting"), timeout=30, interval=0.2)  # its next look
                 await settle(s)
             else:
                 await wait_until(lambda: _logged(log, "listening"), timeout=60, interval=0.2)
@@ -151,7 +160,7 @@ async def test_nearsync_dedup_sweeps_the_table_while_idle(settings: Settings, tm
                 proc.wait()
         events = [json.loads(line)["event"] for line in log.read_text().splitlines() if line.startswith("{")]
         if sweeps:
-            assert "sweep on" in events, events
+            assert "sweep on" in events and "sweep resting: nothing changed since the last pass began" in events, events
             assert await _links(s.dsn) == {pair(x, w), pair(y, z)}
             assert await flags(s.dsn) == {w: ("duplicate", x), z: ("duplicate", y)}
         else:
@@ -190,7 +199,8 @@ class _FailingFor:
 async def test_a_chunk_that_fails_is_logged_and_the_sweep_goes_on(settings: Settings) -> None:
     """A chunk whose processing fails (not the database or the index) is handled in halves, as the
     queue loop does: the record that fails alone is logged and left to the next pass, the others of
-    its chunk are processed, and the pass completes."""
+    its chunk are processed, and the pass completes; the failure keeps the sweep from resting, so
+    the next pass takes the record again."""
     s = with_dedup(settings)
     async with running_indexer(s), running_worker(s):
         ids = sorted([await add(s.dsn, ORIGINAL | {"title": f"{t} table lamp"}) for t in ("oak", "pine", "teak")])
@@ -204,6 +214,59 @@ async def test_a_chunk_that_fails_is_logged_and_the_sweep_goes_on(settings: Sett
         with structlog.testing.capture_logs() as logs:
             assert [await sweeper.step(conn), await sweeper.step(conn)] == [2, 0]  # the chunk, then the pass's end
         assert sweeper.swept == 2 and await _sweep_status(s.dsn) == ("", 1)
+        assert await sweeper.step(conn) == 2 and not sweeper.resting  # the next pass, not a rest
     failed = [e for e in logs if e["event"] == "sweep: record failed alone; left to the next pass"]
     assert [(e["record_id"], e["log_level"]) for e in failed] == [(ids[1], "error")], logs
     assert "cannot handle" in failed[0]["error"]
+
+
+async def _resting(s: Settings) -> bool:
+    return bool((await status(s))["sweep"]["resting"])
+
+
+@SWEEPABLE
+async def test_the_sweep_rests_on_a_settled_table_until_something_changes(settings: Settings) -> None:
+    """A pass over a table that nothing changed while it ran gives the clean pass's flags, so the
+    sweep then rests: it hands out nothing and writes nothing (``nearsync status`` says so). It
+    resumes, with a whole pass, after a change processed from the dedup queue, a moderator's
+    decision and a new corpus snapshot, each time resting again after one quiet pass."""
+    s = with_dedup(settings)
+    async with running_indexer(s), running_worker(s):
+        orig = await add(s.dsn, ORIGINAL)
+        for t in ("oak", "pine"):
+            await add(s.dsn, ORIGINAL | {"title": f"{t} table lamp", "body": f"A {t} table lamp, barely used."})
+        await settle(s)
+    async with running_worker(s) as loop, await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as conn:
+        await configure_session(conn)
+        await conn.execute(query("sweep_start"), {"table": TABLE})
+        sweeper = Sweeper(s.dsn, TABLE, loop.handler, 8.0, loop.idle, lambda: False)
+
+        async def a_pass_then_rest(records: int) -> None:
+            passes, sizes = await _passes(s.dsn), list[int]()
+            while await _passes(s.dsn) == passes and len(sizes) < 5:
+                sizes.append(await sweeper.step(conn))
+            assert sizes == ([2, 1] if records == 3 else [2, 2, 0]) and not sweeper.resting  # chunks of 2
+            assert await _passes(s.dsn) == passes + 1
+            before = await _sweep_status(s.dsn)
+            assert [await sweeper.step(conn) for _ in range(3)] == [0, 0, 0] and sweeper.resting
+            assert await _sweep_status(s.dsn) == before and await _resting(s)
+
+        await a_pass_then_rest(3)
+        # a change of the table, processed from the dedup queue by the worker (not the sweep)
+        async with running_indexer(s):
+            dup = await add(s.dsn, ORIGINAL)
+            await settle(s)
+        found = await flags(s.dsn)
+        assert not await _resting(s) and found[dup] == ("duplicate", orig)
+        await a_pass_then_rest(4)
+        # a moderator's decision
+        async with opened_backend(s) as backend, \
+                await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as mod:
+            await decide_pair(mod, backend, TABLE, dup, orig, "confirm", "tester")
+            assert not await _resting(s)
+            await a_pass_then_rest(4)
+            # a new corpus snapshot
+            await refresh_rarity(s, backend, table=TABLE, progress=False)
+        assert not await _resting(s)
+        await a_pass_then_rest(4)
+        assert await flags(s.dsn) == found  # the passes over the settled table changed no flag

@@ -31,6 +31,10 @@ from daemon.db.queries import query
 INDEX_QUEUE = "index"
 DEDUP_QUEUE = "dedup"
 CHANNELS = {INDEX_QUEUE: "nearsync", DEDUP_QUEUE: "nearsync_dedup"}
+REPLAY_SEQ = 0
+"""The sequence of a :class:`Claimed` that was not claimed from a queue but made up to process a record
+again (the dedup sweep, :mod:`daemon.dedup.sweep`): no change of the table stands behind it. Real
+changes draw their sequence from ``nearsync.change_seq``, which starts at 1."""
 RELAY_LIMIT = 20_000
 """Change-log rows moved into the index queue per :func:`relay` (one statement; ~0.1 s at this size)."""
 

@@ -25,7 +25,9 @@ async def store_snapshot(conn: psycopg.AsyncConnection[Any], table: str, documen
                          hashes: np.ndarray, dfs: np.ndarray, *, max_block: int = 0,
                          large_blocks: np.ndarray | None = None) -> int:
     """Store a snapshot of ``table`` and make it the active one, in one transaction (the previous
-    active one is deactivated, then every inactive one of the table dropped).
+    active one is deactivated, then every inactive one of the table dropped), and mark the table
+    changed for the dedup sweep (named query ``sweep_changed``: scores and candidates follow the
+    snapshot, so a resting sweep makes a pass with it, :mod:`daemon.dedup.sweep`).
 
     Args:
         conn: a connection (autocommit or not; the writes run in a transaction or savepoint).
@@ -49,6 +51,7 @@ async def store_snapshot(conn: psycopg.AsyncConnection[Any], table: str, documen
         row = await cur.fetchone()
         assert row is not None  # INSERT ... RETURNING
         await conn.execute(query("rarity_prune"), {"table": table})
+        await conn.execute(query("sweep_changed"), {"table": table})  # scores change: the sweep may not rest
     return int(row[0])
 
 

@@ -56,7 +56,8 @@ large blocks."""
 SWEEP_PER_S = 20.0
 """Default ``sweep_per_s``: records per second, at most, that each ``nearsync dedup`` worker
 processes again while the dedup queue is idle (:mod:`daemon.dedup.sweep`), in record id order (as
-text), a pass over the table after another. Two rules depend on what was indexed when a record was
+text), a pass over the table after another until a pass runs with nothing changed (then it rests
+until something the flags depend on changes). Two rules depend on what was indexed when a record was
 processed: the candidate cap (a record is compared with its best ``candidate_cap`` candidates
 *then*; a better one indexed later is not compared from its side) and ``exhaustive_below`` (a scope
 that has grown past it is no longer compared whole). While a catalogue grows, 0.6-0.7% of the

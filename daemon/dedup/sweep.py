@@ -1,5 +1,6 @@
 """The dedup worker's sweep: while the dedup queue is idle, the worker processes the table's live
-records again, a few per second, one pass over the table after another.
+records again, a few per second, one pass over the table after another until a pass sees no change;
+then it rests until something the flags depend on changes.
 
 Why: flags are a function of the data, except for two rules that see the table as it was when a
 record was processed (docs/architecture.md, "Dedup worker"): the candidate cap (a record is compared
@@ -21,6 +22,17 @@ than half of the worker's time. Nothing goes through the queue: no tracking rows
 acknowledgements, no lag. A record swept while a change of it is processed is handled as two workers
 handle it (the per-table dedup lock and the revalidation under it). A chunk that fails is handled in
 halves, as the queue loop does, and a record that fails alone is logged and left to the next pass.
+
+When it rests: a pass over a table that nothing changed while it ran gives the clean pass's flags,
+and another one would change nothing. So the cursor row (migration 0024) keeps ``changed``: set by
+each batch of real changes the worker processes (in its transaction), by a worker starting or its
+sweep reconnecting (a chunk held by a stopped worker may not have been processed), by a record the
+sweep could not process, by a moderator's decision and by a new corpus snapshot (named query
+``sweep_changed``), and cleared by a pass's first chunk. A pass whose last chunk is handed out with
+``changed`` still clear leaves the sweep resting: ``sweep_next`` hands out nothing until ``changed``
+is set, and the sweeper asks again every :data:`REST_POLL_S`. A settings change takes a worker
+restart, which sets it; a change that only reached the index (its dedup change dead-lettered) does
+not, until the dead letter is retried.
 """
 
 from __future__ import annotations
@@ -38,7 +50,7 @@ import psycopg
 from daemon import heap
 from daemon.backends.base import IndexBackend, KeyedSearchIndex
 from daemon.capture.loop import TRANSIENT_ERRORS, BatchHandler
-from daemon.capture.queue import DEDUP_QUEUE, Claimed
+from daemon.capture.queue import DEDUP_QUEUE, REPLAY_SEQ, Claimed
 from daemon.db.pool import configure_session
 from daemon.db.queries import query
 from daemon.logs import get_logger
@@ -59,6 +71,10 @@ RETRY_S = 5.0
 _RETRYABLE: tuple[type[BaseException], ...] = (*TRANSIENT_ERRORS, psycopg.InterfaceError)
 """What pauses the sweep instead of failing a record: the queue loop's transient errors and a
 connection that broke."""
+
+REST_POLL_S = 5.0
+"""Seconds between two looks at a resting sweep's cursor row (is the table changed?): one indexed
+single-row read, and the queue's ``has_due``."""
 
 QUIET_PASS_S = 60.0
 """A pass that took less than this is logged at debug level, a longer one at info (a table smaller
@@ -100,6 +116,8 @@ class Sweeper:
         self.stopping = stopping
         self.swept = 0
         """Records processed by the sweep since start (those that failed alone not counted)."""
+        self.resting = False
+        """True while the last :meth:`step` found the sweep resting (module docstring)."""
 
     async def run(self) -> None:
         """Sweep until :attr:`stopping` (cancel the task to stop at once: a chunk in hand rolls back
@@ -135,7 +153,7 @@ class Sweeper:
             t0 = time.monotonic()
             await self.step(conn)
             now = time.monotonic()
-            next_at = max(next_at, now + (now - t0))
+            next_at = max(next_at, now + (REST_POLL_S if self.resting else now - t0))
 
     async def _queue_due(self, conn: psycopg.AsyncConnection[Any]) -> bool:
         row = await (await conn.execute(query("has_due"), {"queue": DEDUP_QUEUE})).fetchone()
@@ -149,7 +167,9 @@ class Sweeper:
             conn: an autocommit connection set up by :func:`~daemon.db.pool.configure_session`.
         Returns:
             The records of the chunk processed without error (0 for a chunk with none: the end of a
-            pass that the previous chunk filled exactly, an empty table, or no cursor row).
+            pass that the previous chunk filled exactly, an empty table, no cursor row, or a resting
+            sweep, see :attr:`resting`). A record that failed marks the table changed, so the next
+            pass takes it again and the sweep does not rest before it succeeds.
         Raises:
             psycopg.Error (a transient one: the loop's ``TRANSIENT_ERRORS``, or a broken connection)
             or TransientIndexError: the database or the index failed; the cursor has moved past the
@@ -159,13 +179,19 @@ class Sweeper:
         if row is None:  # no cursor row (the table's row was deleted meanwhile): make it again
             await conn.execute(query("sweep_start"), {"table": self.table})
             return 0
-        ids, last, last_pass_s = row
+        ids, last, last_pass_s, resting = row
+        if resting != self.resting:
+            log.info("sweep resting: nothing changed since the last pass began" if resting
+                     else "sweep resumed: the table changed", table=self.table)
+            self.resting = resting
         done = 0
         if ids:
             now = dt.datetime.now(dt.timezone.utc)
             t0 = time.perf_counter()
-            done = await self._process([Claimed(self.table, rid, "U", 0, now, 0) for rid in ids], conn)
+            done = await self._process([Claimed(self.table, rid, "U", REPLAY_SEQ, now, 0) for rid in ids], conn)
             self.swept += done
+            if done < len(ids):
+                await conn.execute(query("sweep_changed"), {"table": self.table})
             heap.after_batch()  # as the queue loop after a batch (the worker runs with the collector in batch mode)
             log.debug("swept", table=self.table, records=len(ids), ms=round((time.perf_counter() - t0) * 1000, 1))
         if last:

@@ -29,7 +29,10 @@ workers run. The exceptions depend on other records: the candidate cap, and a sc
 ``exhaustive_below``. While the table grows they make a few links differ from a pass over the
 final table; a link outside a capped lookup stays only while one end is within the other's cap
 (:meth:`DedupHandler._revalidate`), so a pass over the settled table gives exactly a clean pass's
-links and flags (docs/architecture.md, "Dedup worker").
+links and flags (docs/architecture.md, "Dedup worker"). The idle workers' sweep
+(:mod:`daemon.dedup.sweep`) makes such passes, and rests once one saw no change: a batch of real
+changes (not the sweep's own, :data:`~daemon.capture.queue.REPLAY_SEQ`) marks the table changed
+for it, in the batch's transaction (named query ``sweep_changed``).
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ from daemon.logs import get_logger
 from daemon.capture.loop import BatchResult
 from daemon.db.queries import query
 from daemon.scoring import PairScore, Side, decide, evidence_against, lead_screen, pair_scorer, score_sides
-from daemon.capture.queue import Claimed
+from daemon.capture.queue import REPLAY_SEQ, Claimed
 from daemon.signatures.blocks import LargeBlocks
 
 log = get_logger("nearsync.dedup")
@@ -743,6 +746,8 @@ class DedupHandler:
         # flag writes with COMMIT), so a one-record batch makes about half the round trips.
         async with conn.pipeline(), conn.transaction():
             await conn.execute(query("dedup_lock"), {"table": self.table})
+            if any(c.seq != REPLAY_SEQ for c in mine):  # a change of the table, not the sweep's replay:
+                await conn.execute(query("sweep_changed"), {"table": self.table})  # the sweep may not rest
             new_links, current = await self._revalidate(conn, ids, scored, seen, exhaustive, capped)
             await self._set_cap_bounds(conn, ids, capped)
             new_links = await self._drop_dismissed(conn, new_links, current)

@@ -130,6 +130,8 @@ class LoopMetrics:
                                   "over the table (daemon.dedup.sweep)", ("table",), registry=dedup_r)
         self.sweep_last_pass = Gauge("nearsync_dedup_sweep_last_pass_seconds", "Duration of the sweep's last "
                                      "completed pass over the table", ("table",), registry=dedup_r)
+        self.sweep_resting = Gauge("nearsync_dedup_sweep_resting", "1 while the sweep rests: its last pass "
+                                   "saw no change and nothing changed since", ("table",), registry=dedup_r)
         self.refreshed_at = 0.0
         for g in (self.pending, self.oldest_age, self.dead_letters):  # present from the first scrape
             g.labels(queue)
@@ -186,7 +188,7 @@ class LoopMetrics:
 
     async def refresh(self, conn: psycopg.AsyncConnection[Any]) -> dict[str, Any]:
         """Re-read the database-wide gauges on ``conn`` (autocommit); for the dedup queue also the
-        sweep's passes and last pass duration (s) per table (``nearsync.dedup_sweeps``).
+        sweep's passes, last pass duration (s) and resting state (1/0) per table (``nearsync.dedup_sweeps``).
 
         Returns:
             ``{"queues": {queue: {pending, oldest_age_s, dead_letters}}, "notification_queue_usage": float}``.
@@ -211,6 +213,7 @@ class LoopMetrics:
                 await cur.execute(query("sweeps"))
                 for r in await cur.fetchall():
                     self.sweep_passes.labels(r["table_name"]).set(r["passes"])
+                    self.sweep_resting.labels(r["table_name"]).set(1 if r["resting"] else 0)
                     if r["last_pass_s"] is not None:
                         self.sweep_last_pass.labels(r["table_name"]).set(r["last_pass_s"])
         own = out["queues"].get(self.queue, {})

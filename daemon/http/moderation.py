@@ -60,7 +60,9 @@ class Decided:
 
 async def decide_pair(conn: psycopg.AsyncConnection[Any], backend: IndexBackend, table: str, record_id: str,
                       original_id: str, action: str, moderator: str) -> Decided:
-    """Apply a moderator's decision on the flag of ``record_id`` (pointing at ``original_id``).
+    """Apply a moderator's decision on the flag of ``record_id`` (pointing at ``original_id``), and
+    mark the table changed for the dedup sweep (named query ``sweep_changed``: clusters follow
+    decisions, so a resting sweep makes a pass with it).
 
     Args:
         conn: an autocommit connection (the transaction is opened here).
@@ -92,6 +94,7 @@ async def decide_pair(conn: psycopg.AsyncConnection[Any], backend: IndexBackend,
             "table": table, "a": a, "b": b, "decision": decision, "a_version": versions.get(a),
             "b_version": versions.get(b), "a_fingerprint": prints.get(a), "b_fingerprint": prints.get(b),
             "decided_by": moderator, "score": row[3]})
+        await conn.execute(query("sweep_changed"), {"table": table})  # clusters follow decisions: the sweep may not rest
         if decision == "duplicate":
             await conn.execute(query("confirm_flag"), params)
         else:

@@ -246,8 +246,18 @@ SELECT record_id, matched, tied FROM nearsync.dedup_cap_bounds
 WHERE table_name = %(table)s AND record_id = ANY(%(ids)b::text[]);
 
 -- name: sweep_start
--- The table's sweep row (migration 0023), made once: daemon.dedup.sweep starts at the first record.
-INSERT INTO nearsync.dedup_sweeps (table_name) VALUES (%(table)s) ON CONFLICT (table_name) DO NOTHING;
+-- The table's sweep row (migration 0023), made at a worker's first sweep; a worker starting (or its
+-- sweep reconnecting) marks the current pass changed (migration 0024), since a chunk it held when it
+-- stopped may not have been processed: the sweep does not rest before a pass without a restart.
+INSERT INTO nearsync.dedup_sweeps AS s (table_name) VALUES (%(table)s)
+ON CONFLICT (table_name) DO UPDATE SET changed = true WHERE NOT s.changed;
+
+-- name: sweep_changed
+-- Something the flags depend on changed (migration 0024): a change of the table processed from the
+-- dedup queue (in its batch's transaction, under the dedup lock), a moderator's decision, a new corpus
+-- snapshot, a record the sweep could not process. The current pass cannot settle, and a resting
+-- sweep starts a pass. Writes only when the flag was not set yet (one write per pass at most).
+UPDATE nearsync.dedup_sweeps SET changed = true WHERE table_name = %(table)s AND NOT changed;
 
 -- name: sweep_next
 -- The next chunk of the dedup worker's sweep (daemon.dedup.sweep): up to %(limit)s live records of the
@@ -255,33 +265,42 @@ INSERT INTO nearsync.dedup_sweeps (table_name) VALUES (%(table)s) ON CONFLICT (t
 -- their ids as text ('' at a pass's start, when an id '' is taken too), taken under the row's lock,
 -- so a second worker waits for the first's statement and then takes the next chunk. The cursor
 -- moves past them, or back to the start when fewer were left: the chunk ends the pass (last = true;
--- the pass's duration in s is kept and the next pass starts now; sweep_pass_done counts it once the
--- chunk is processed). A table with no record ends no pass. Returns one row (ids, last,
--- last_pass_s), or none when sweep_start made no row.
+-- the pass's duration in s is kept, and settled records whether nothing changed since the pass's
+-- first chunk; sweep_pass_done counts the pass once the chunk is processed). The first chunk of a
+-- pass starts it: pass_started_at is now and changed is cleared. At the start of a pass with the
+-- last pass settled and nothing changed since, the sweep rests: nothing is handed out or written
+-- (resting = true). A table with no record ends no pass. Returns one row (ids, last, last_pass_s,
+-- resting), or none when sweep_start made no row.
 WITH cur AS (
-    SELECT after_id FROM nearsync.dedup_sweeps WHERE table_name = %(table)s FOR UPDATE
+    SELECT after_id, (after_id = '' AND settled AND NOT changed) AS resting
+    FROM nearsync.dedup_sweeps WHERE table_name = %(table)s FOR UPDATE
 ), picked AS (
     SELECT d.record_id FROM cur CROSS JOIN LATERAL (
         SELECT l.record_id FROM nearsync.document_lookup l
-        WHERE l.table_name = %(table)s AND (l.record_id > cur.after_id OR (cur.after_id = '' AND l.record_id = ''))
+        WHERE NOT cur.resting AND l.table_name = %(table)s
+          AND (l.record_id > cur.after_id OR (cur.after_id = '' AND l.record_id = ''))
         ORDER BY l.record_id LIMIT %(limit)s) AS d
 ), got AS (
     SELECT count(*)::integer AS n, max(p.record_id) AS last_id,
-           (count(*) < %(limit)s AND (count(*) > 0 OR (SELECT after_id FROM cur) <> '')) AS last
+           (count(*) < %(limit)s AND (count(*) > 0 OR (SELECT after_id FROM cur) <> '')) AS last,
+           ((SELECT after_id FROM cur) = '' AND count(*) > 0) AS starting
     FROM picked p
 ), moved AS (
     UPDATE nearsync.dedup_sweeps s
     SET after_id = CASE WHEN got.last OR got.n = 0 THEN '' ELSE got.last_id END,
-        last_pass_s = CASE WHEN got.last THEN extract(epoch FROM clock_timestamp() - s.pass_started_at)::float8
-                           ELSE s.last_pass_s END,
-        pass_started_at = CASE WHEN got.last THEN clock_timestamp() ELSE s.pass_started_at END
+        pass_started_at = CASE WHEN got.starting THEN clock_timestamp() ELSE s.pass_started_at END,
+        changed = CASE WHEN got.starting THEN false ELSE s.changed END,
+        settled = CASE WHEN got.last THEN got.starting OR NOT s.changed ELSE s.settled END,
+        last_pass_s = CASE WHEN got.last AND got.starting THEN 0.0
+                           WHEN got.last THEN extract(epoch FROM clock_timestamp() - s.pass_started_at)::float8
+                           ELSE s.last_pass_s END
     FROM got
-    WHERE s.table_name = %(table)s
+    WHERE s.table_name = %(table)s AND NOT (SELECT resting FROM cur)
     RETURNING got.last, s.last_pass_s
 )
 SELECT coalesce((SELECT array_agg(record_id ORDER BY record_id) FROM picked), '{}'::text[]) AS ids,
-       m.last, m.last_pass_s
-FROM moved m;
+       coalesce(m.last, false) AS last, m.last_pass_s, cur.resting
+FROM cur LEFT JOIN moved m ON true;
 
 -- name: sweep_pass_done
 -- A pass of the sweep is complete: its last chunk (sweep_next's last = true) has been processed.
@@ -289,11 +308,15 @@ FROM moved m;
 UPDATE nearsync.dedup_sweeps SET passes = passes + 1 WHERE table_name = %(table)s RETURNING passes;
 
 -- name: sweep_status
--- The table's sweep (migration 0023): the last record id handed out ('' at a pass's start), passes
--- completed (their last chunk processed), when the current pass started, the last pass's duration
--- (s); no row before a worker first swept.
-SELECT after_id, passes, pass_started_at, last_pass_s FROM nearsync.dedup_sweeps WHERE table_name = %(table)s;
+-- The table's sweep (migrations 0023, 0024): the last record id handed out ('' at a pass's start),
+-- passes completed (their last chunk processed), when the current (or, resting, the last) pass
+-- started, the last pass's duration (s), and whether it rests (the last pass settled, nothing
+-- changed since); no row before a worker first swept.
+SELECT after_id, passes, pass_started_at, last_pass_s, (after_id = '' AND settled AND NOT changed) AS resting
+FROM nearsync.dedup_sweeps WHERE table_name = %(table)s;
 
 -- name: sweeps
--- Every table's sweep (migration 0023), for the dedup worker's metrics: table_name, passes, last_pass_s.
-SELECT table_name, passes, last_pass_s FROM nearsync.dedup_sweeps ORDER BY table_name;
+-- Every table's sweep (migrations 0023, 0024), for the dedup worker's metrics: table_name, passes,
+-- last_pass_s, resting.
+SELECT table_name, passes, last_pass_s, (after_id = '' AND settled AND NOT changed) AS resting
+FROM nearsync.dedup_sweeps ORDER BY table_name;
