@@ -221,14 +221,16 @@ async def cmd_status(args: argparse.Namespace) -> int:
               f"{q['claimed']} claimed, {q['retrying']} retrying, {q['dead_letters']} dead letters")
     if "sweep" in report:
         sw = report["sweep"]
-        where = f"after record {sw['after_id']}" if sw["after_id"] else "at the start"
         last = f", the last took {sw['last_pass_s']:.0f} s" if sw["last_pass_s"] is not None else ""
         if sw["resting"]:
             print(f"  dedup sweep: {sw['passes']} pass(es) done{last}; resting: nothing changed since the last "
                   f"pass began ({sw['pass_started_at']})")
+        elif not sw["after_id"]:
+            print(f"  dedup sweep: {sw['passes']} pass(es) done{last}; the next pass is due (the last began "
+                  f"{sw['pass_started_at']})")
         else:
             print(f"  dedup sweep: {sw['passes']} pass(es) done{last}; this one started {sw['pass_started_at']}, "
-                  f"{where}")
+                  f"after record {sw['after_id']}")
     return 0
 
 

@@ -19,11 +19,12 @@ from daemon.config import Settings
 from daemon.db.pool import configure_session
 from daemon.db.queries import query
 from daemon.dedup.settings import SWEEP_PER_S, dedup_options
-from daemon.dedup.sweep import MAX_CHUNK, Sweeper, chunk_size, sweeping
+from daemon.dedup.sweep import CHUNK_LEASE_S, MAX_CHUNK, Sweeper, chunk_size, sweeping
 from daemon.errors import ConfigError
 from daemon.dedup.sweep import sweep_rate
 from daemon.http.moderation import decide_pair
 from daemon.ops.rarity import refresh_rarity
+from daemon.ops.requeue import live_ids, requeue_for_dedup
 from daemon.service import opened_backend, status
 from tests.conftest import PG_CANDIDATES, REPO, flags, running_indexer, running_worker, wait_until, with_dedup
 from tests.test_dedup import ORIGINAL, _clusters, _links, add, grow_past_the_cap, settle
@@ -149,6 +150,9 @@ async def test_nearsync_dedup_sweeps_the_table_while_idle(settings: Settings, tm
                 await wait_until(lambda: _rested(s), timeout=60, interval=0.2)
                 await wait_until(lambda: _logged(log, "sweep resting"), timeout=30, interval=0.2)  # its next look
                 await settle(s)
+                shown = subprocess.run([sys.executable, "-m", "daemon", "status", "--config", str(cfg)], cwd=REPO,
+                                       capture_output=True, text=True, timeout=60)
+                assert shown.returncode == 0 and "resting: nothing changed since the last pass began" in shown.stdout, shown
             else:
                 await wait_until(lambda: _logged(log, "listening"), timeout=60, interval=0.2)
                 await asyncio.sleep(1.5)  # long enough for a sweep of 100 records a second to take all four
@@ -224,12 +228,23 @@ async def _resting(s: Settings) -> bool:
     return bool((await status(s))["sweep"]["resting"])
 
 
+async def _row_version(dsn: str) -> tuple[str, ...]:
+    """The sweep row's physical version (``xmin``, ``ctid``) and every column: equal before and
+    after only if nothing wrote the row."""
+    async with await psycopg.AsyncConnection.connect(dsn) as c:
+        row = await (await c.execute("SELECT xmin::text, ctid::text, s::text FROM nearsync.dedup_sweeps s "
+                                     "WHERE table_name = %s", (TABLE,))).fetchone()
+        assert row is not None
+        return tuple(row)
+
+
 @SWEEPABLE
 async def test_the_sweep_rests_on_a_settled_table_until_something_changes(settings: Settings) -> None:
     """A pass over a table that nothing changed while it ran gives the clean pass's flags, so the
-    sweep then rests: it hands out nothing and writes nothing (``nearsync status`` says so). It
-    resumes, with a whole pass, after a change processed from the dedup queue, a moderator's
-    decision and a new corpus snapshot, each time resting again after one quiet pass."""
+    sweep then rests: it hands out nothing and writes nothing (``nearsync status`` says so). A change
+    processed from the dedup queue in the middle of a pass keeps that pass from settling: a whole
+    pass follows. It resumes, with a whole pass, after a change processed from the dedup queue, a
+    moderator's decision and a new corpus snapshot, each time resting again after one quiet pass."""
     s = with_dedup(settings)
     async with running_indexer(s), running_worker(s):
         orig = await add(s.dsn, ORIGINAL)
@@ -245,28 +260,74 @@ async def test_the_sweep_rests_on_a_settled_table_until_something_changes(settin
             passes, sizes = await _passes(s.dsn), list[int]()
             while await _passes(s.dsn) == passes and len(sizes) < 5:
                 sizes.append(await sweeper.step(conn))
-            assert sizes == ([2, 1] if records == 3 else [2, 2, 0]) and not sweeper.resting  # chunks of 2
+            assert sizes == {4: [2, 2, 0], 5: [2, 2, 1]}[records] and not sweeper.resting  # chunks of 2
             assert await _passes(s.dsn) == passes + 1
-            before = await _sweep_status(s.dsn)
+            before = await _row_version(s.dsn)
             assert [await sweeper.step(conn) for _ in range(3)] == [0, 0, 0] and sweeper.resting
-            assert await _sweep_status(s.dsn) == before and await _resting(s)
+            assert await _row_version(s.dsn) == before and await _resting(s)
 
-        await a_pass_then_rest(3)
+        async def add_through_the_queue(ad: dict[str, object]) -> str:
+            async with running_indexer(s):
+                rid = await add(s.dsn, ad)
+                await settle(s)
+            return rid
+
+        # a change processed from the queue while a pass is under way: no rest after that pass
+        assert await sweeper.step(conn) == 2
+        await add_through_the_queue(ORIGINAL | {"title": "elm table lamp", "body": "An elm table lamp."})
+        assert [await sweeper.step(conn), await sweeper.step(conn)] == [2, 0]  # the pass ends (4 records)
+        assert await _passes(s.dsn) == 1 and not await _resting(s)
+        await a_pass_then_rest(4)
         # a change of the table, processed from the dedup queue by the worker (not the sweep)
-        async with running_indexer(s):
-            dup = await add(s.dsn, ORIGINAL)
-            await settle(s)
+        dup = await add_through_the_queue(ORIGINAL)
         found = await flags(s.dsn)
         assert not await _resting(s) and found[dup] == ("duplicate", orig)
-        await a_pass_then_rest(4)
+        await a_pass_then_rest(5)
         # a moderator's decision
         async with opened_backend(s) as backend, \
                 await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as mod:
             await decide_pair(mod, backend, TABLE, dup, orig, "confirm", "tester")
             assert not await _resting(s)
-            await a_pass_then_rest(4)
-            # a new corpus snapshot
+            await a_pass_then_rest(5)
+            assert await flags(s.dsn) == found  # the passes over the settled table changed no flag
+            # a new corpus snapshot (token rarity: scores change)
             await refresh_rarity(s, backend, table=TABLE, progress=False)
-        assert not await _resting(s)
-        await a_pass_then_rest(4)
-        assert await flags(s.dsn) == found  # the passes over the settled table changed no flag
+            assert not await _resting(s)
+            await a_pass_then_rest(5)
+            # that pass gave the flags of a whole pass through the queue with the snapshot
+            swept = await flags(s.dsn)
+            assert swept[dup] == ("duplicate", orig)
+            await requeue_for_dedup(mod, TABLE, await live_ids(backend, TABLE))
+            await settle(s)
+        assert await flags(s.dsn) == swept
+
+
+@SWEEPABLE
+async def test_a_chunk_never_reported_processed_keeps_the_sweep_from_resting(settings: Settings) -> None:
+    """A worker that stops for good (killed, or not started again) with a chunk in hand never
+    reports it processed: when the pass ends the sweep neither rests nor starts the next pass while
+    the chunk's lease runs, and once it has run out a new pass goes over the whole table, after
+    which the sweep rests."""
+    s = with_dedup(settings)
+    async with running_indexer(s), running_worker(s):
+        for t in ("oak", "pine", "teak", "ash", "elm"):
+            await add(s.dsn, ORIGINAL | {"title": f"{t} table lamp"})
+        await settle(s)
+    async with running_worker(s) as loop, \
+            await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as conn, \
+            await psycopg.AsyncConnection.connect(s.dsn, autocommit=True) as gone:
+        await configure_session(conn)
+        await conn.execute(query("sweep_start"), {"table": TABLE})
+        # the first chunk of the pass, handed to a worker that goes away with it
+        row = await (await gone.execute(query("sweep_next"), {"table": TABLE, "limit": 2,
+                                                               "lease_s": CHUNK_LEASE_S})).fetchone()
+        assert row is not None and len(row[0]) == 2
+        sweeper = Sweeper(s.dsn, TABLE, loop.handler, 8.0, loop.idle, lambda: False)
+        assert [await sweeper.step(conn), await sweeper.step(conn)] == [2, 1] and await _passes(s.dsn) == 1
+        before = await _row_version(s.dsn)
+        assert [await sweeper.step(conn) for _ in range(3)] == [0, 0, 0]  # waiting: no rest, no new pass
+        assert not sweeper.resting and not await _resting(s) and await _row_version(s.dsn) == before
+        await conn.execute("UPDATE nearsync.dedup_sweeps SET handed_at = handed_at - make_interval(secs => %s) "
+                           "WHERE table_name = %s", (CHUNK_LEASE_S + 1, TABLE))  # the lease runs out
+        assert [await sweeper.step(conn) for _ in range(3)] == [2, 2, 1] and await _passes(s.dsn) == 2
+        assert await sweeper.step(conn) == 0 and sweeper.resting and await _resting(s)

@@ -26,8 +26,8 @@ async def store_snapshot(conn: psycopg.AsyncConnection[Any], table: str, documen
                          large_blocks: np.ndarray | None = None) -> int:
     """Store a snapshot of ``table`` and make it the active one, in one transaction (the previous
     active one is deactivated, then every inactive one of the table dropped), and mark the table
-    changed for the dedup sweep (named query ``sweep_changed``: scores and candidates follow the
-    snapshot, so a resting sweep makes a pass with it, :mod:`daemon.dedup.sweep`).
+    changed for the dedup sweep (named query ``sweep_changed_locking``: scores and candidates follow
+    the snapshot, so a resting sweep makes a pass with it, :mod:`daemon.dedup.sweep`).
 
     Args:
         conn: a connection (autocommit or not; the writes run in a transaction or savepoint).
@@ -51,7 +51,8 @@ async def store_snapshot(conn: psycopg.AsyncConnection[Any], table: str, documen
         row = await cur.fetchone()
         assert row is not None  # INSERT ... RETURNING
         await conn.execute(query("rarity_prune"), {"table": table})
-        await conn.execute(query("sweep_changed"), {"table": table})  # scores change: the sweep may not rest
+        # scores change: the sweep may not rest (and no pass starts until this commits)
+        await conn.execute(query("sweep_changed_locking"), {"table": table})
     return int(row[0])
 
 

@@ -26,13 +26,16 @@ halves, as the queue loop does, and a record that fails alone is logged and left
 When it rests: a pass over a table that nothing changed while it ran gives the clean pass's flags,
 and another one would change nothing. So the cursor row (migration 0024) keeps ``changed``: set by
 each batch of real changes the worker processes (in its transaction), by a worker starting or its
-sweep reconnecting (a chunk held by a stopped worker may not have been processed), by a record the
-sweep could not process, by a moderator's decision and by a new corpus snapshot (named query
-``sweep_changed``), and cleared by a pass's first chunk. A pass whose last chunk is handed out with
-``changed`` still clear leaves the sweep resting: ``sweep_next`` hands out nothing until ``changed``
-is set, and the sweeper asks again every :data:`REST_POLL_S`. A settings change takes a worker
-restart, which sets it; a change that only reached the index (its dedup change dead-lettered) does
-not, until the dead letter is retried.
+sweep reconnecting (its settings may be new), by a record the sweep could not process, by a
+moderator's decision and by a new corpus snapshot (named queries ``sweep_changed``,
+``sweep_changed_locking``), and cleared by a pass's first chunk. It also counts the pass's chunks
+handed out and reported processed (``sweep_chunk_done``). Back at the start, the sweep rests when
+every chunk of the pass that just ended was processed and ``changed`` is still clear:
+``sweep_next`` hands out nothing until ``changed`` is set, and the sweeper asks again every
+:data:`REST_POLL_S`. A chunk still unreported keeps it waiting, for at most :data:`CHUNK_LEASE_S`
+after the last hand-out; then the chunk counts as lost with its worker (killed, or stopped for good)
+and a new pass starts. A change that only reached the index (its dedup change dead-lettered) sets
+nothing until the dead letter is retried.
 """
 
 from __future__ import annotations
@@ -75,6 +78,12 @@ connection that broke."""
 REST_POLL_S = 5.0
 """Seconds between two looks at a resting sweep's cursor row (is the table changed?): one indexed
 single-row read, and the queue's ``has_due``."""
+
+CHUNK_LEASE_S = 120.0
+"""Seconds after the last hand-out that a pass's chunk not yet reported processed keeps the sweep
+from resting or starting the next pass. A chunk takes a few seconds at most, longer only while it
+waits for the dedup lock behind a large queue batch; one not reported by then was lost with its
+worker, and the next pass starts (a pass started while one was only slow is wasted, not wrong)."""
 
 QUIET_PASS_S = 60.0
 """A pass that took less than this is logged at debug level, a longer one at info (a table smaller
@@ -160,8 +169,9 @@ class Sweeper:
         return bool(row and row[0])
 
     async def step(self, conn: psycopg.AsyncConnection[Any]) -> int:
-        """Take the next chunk of the cursor and process it (whether or not the queue is idle); when
-        the chunk ends a pass, count the pass (named query ``sweep_pass_done``) once it is processed.
+        """Take the next chunk of the cursor and process it (whether or not the queue is idle), then
+        report it processed (named query ``sweep_chunk_done``, which also counts the pass when the
+        chunk ended one).
 
         Args:
             conn: an autocommit connection set up by :func:`~daemon.db.pool.configure_session`.
@@ -173,18 +183,20 @@ class Sweeper:
         Raises:
             psycopg.Error (a transient one: the loop's ``TRANSIENT_ERRORS``, or a broken connection)
             or TransientIndexError: the database or the index failed; the cursor has moved past the
-            chunk, which the next pass takes again.
+            chunk, which stays unreported, so this pass does not let the sweep rest and the next
+            one takes the chunk again.
         """
-        row = await (await conn.execute(query("sweep_next"), {"table": self.table, "limit": self.chunk})).fetchone()
+        row = await (await conn.execute(query("sweep_next"), {"table": self.table, "limit": self.chunk,
+                                                              "lease_s": CHUNK_LEASE_S})).fetchone()
         if row is None:  # no cursor row (the table's row was deleted meanwhile): make it again
             await conn.execute(query("sweep_start"), {"table": self.table})
             return 0
-        ids, last, last_pass_s, resting = row
+        ids, last, last_pass_s, resting, pass_no = row
         if resting != self.resting:
             log.info("sweep resting: nothing changed since the last pass began" if resting
                      else "sweep resumed: the table changed", table=self.table)
             self.resting = resting
-        done = 0
+        done, passes = 0, None
         if ids:
             now = dt.datetime.now(dt.timezone.utc)
             t0 = time.perf_counter()
@@ -194,8 +206,10 @@ class Sweeper:
                 await conn.execute(query("sweep_changed"), {"table": self.table})
             heap.after_batch()  # as the queue loop after a batch (the worker runs with the collector in batch mode)
             log.debug("swept", table=self.table, records=len(ids), ms=round((time.perf_counter() - t0) * 1000, 1))
+        if ids or last:  # processed (a transient error raised above leaves the chunk unreported)
+            passes = await (await conn.execute(query("sweep_chunk_done"), {
+                "table": self.table, "pass_no": pass_no, "chunk": bool(ids), "last": bool(last)})).fetchone()
         if last:
-            passes = await (await conn.execute(query("sweep_pass_done"), {"table": self.table})).fetchone()
             (log.info if (last_pass_s or 0.0) >= QUIET_PASS_S else log.debug)(
                 "sweep pass finished", table=self.table, passes=passes[0] if passes else None,
                 seconds=round(last_pass_s or 0.0, 1))

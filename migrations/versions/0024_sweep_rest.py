@@ -1,4 +1,4 @@
-"""The dedup sweep rests on a settled table: a flag per table for a change since the pass started.
+"""The dedup sweep rests on a settled table: a change flag and the pass's chunk counts per table.
 
 Revision ID: 0024
 Revises: 0023
@@ -17,11 +17,12 @@ depends_on = None
 def upgrade(settings=None) -> None:
     """``sql/migrations/sweep_rest.sql``: ``nearsync.dedup_sweeps`` gains ``changed`` (something the
     flags depend on changed since the current pass started; true for existing rows, so a sweep in
-    progress completes a pass before it rests) and ``settled`` (the last completed pass saw no
-    change). Two columns with constant defaults: no rewrite."""
+    progress does not rest before a whole pass after the upgrade), ``pass_no``, ``handed`` and
+    ``done`` (the current pass's chunks handed out and reported processed) and ``handed_at``. Columns
+    with constant defaults: no rewrite."""
     op.execute(script("sweep_rest"))
 
 
 def downgrade(settings=None) -> None:
-    """``sql/migrations/sweep_rest_down.sql``: drop the two columns (the sweep of 0023 never rests)."""
+    """``sql/migrations/sweep_rest_down.sql``: drop the five columns (the sweep of 0023 never rests)."""
     op.execute(script("sweep_rest_down"))

@@ -1,2 +1,3 @@
 -- Undo migration 0024.
-ALTER TABLE nearsync.dedup_sweeps DROP COLUMN IF EXISTS changed, DROP COLUMN IF EXISTS settled;
+ALTER TABLE nearsync.dedup_sweeps DROP COLUMN IF EXISTS changed, DROP COLUMN IF EXISTS pass_no,
+    DROP COLUMN IF EXISTS handed, DROP COLUMN IF EXISTS done, DROP COLUMN IF EXISTS handed_at;

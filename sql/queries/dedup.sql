@@ -247,17 +247,24 @@ WHERE table_name = %(table)s AND record_id = ANY(%(ids)b::text[]);
 
 -- name: sweep_start
 -- The table's sweep row (migration 0023), made at a worker's first sweep; a worker starting (or its
--- sweep reconnecting) marks the current pass changed (migration 0024), since a chunk it held when it
--- stopped may not have been processed: the sweep does not rest before a pass without a restart.
+-- sweep reconnecting) marks the current pass changed (migration 0024): its settings may be new, and
+-- a chunk it held when it stopped may not have been processed.
 INSERT INTO nearsync.dedup_sweeps AS s (table_name) VALUES (%(table)s)
 ON CONFLICT (table_name) DO UPDATE SET changed = true WHERE NOT s.changed;
 
 -- name: sweep_changed
 -- Something the flags depend on changed (migration 0024): a change of the table processed from the
--- dedup queue (in its batch's transaction, under the dedup lock), a moderator's decision, a new corpus
--- snapshot, a record the sweep could not process. The current pass cannot settle, and a resting
--- sweep starts a pass. Writes only when the flag was not set yet (one write per pass at most).
+-- dedup queue (in its batch's transaction, under the dedup lock), a moderator's decision (also under
+-- it), a record the sweep could not process. The current pass cannot settle, and a resting sweep
+-- starts a pass. Writes only when the flag is not set yet (one write per pass at most): a pass that
+-- starts meanwhile processes its chunks under the dedup lock, after the change.
 UPDATE nearsync.dedup_sweeps SET changed = true WHERE table_name = %(table)s AND NOT changed;
+
+-- name: sweep_changed_locking
+-- sweep_changed for a change that a sweep chunk reads without the dedup lock (a new corpus
+-- snapshot, read at the start of each batch): it always writes, so the row stays locked until the
+-- change commits and a pass cannot start between the two (sweep_next waits for the lock).
+UPDATE nearsync.dedup_sweeps SET changed = true WHERE table_name = %(table)s;
 
 -- name: sweep_next
 -- The next chunk of the dedup worker's sweep (daemon.dedup.sweep): up to %(limit)s live records of the
@@ -265,19 +272,23 @@ UPDATE nearsync.dedup_sweeps SET changed = true WHERE table_name = %(table)s AND
 -- their ids as text ('' at a pass's start, when an id '' is taken too), taken under the row's lock,
 -- so a second worker waits for the first's statement and then takes the next chunk. The cursor
 -- moves past them, or back to the start when fewer were left: the chunk ends the pass (last = true;
--- the pass's duration in s is kept, and settled records whether nothing changed since the pass's
--- first chunk; sweep_pass_done counts the pass once the chunk is processed). The first chunk of a
--- pass starts it: pass_started_at is now and changed is cleared. At the start of a pass with the
--- last pass settled and nothing changed since, the sweep rests: nothing is handed out or written
--- (resting = true). A table with no record ends no pass. Returns one row (ids, last, last_pass_s,
--- resting), or none when sweep_start made no row.
+-- the pass's duration in s is kept; sweep_chunk_done counts the pass once the chunk is processed).
+-- The first chunk of a pass starts it: pass_no + 1, pass_started_at now, changed cleared, handed 1,
+-- done 0. Back at the start, nothing is handed out or written while the pass that just ended has a
+-- chunk not reported processed, handed out less than %(lease_s)s s ago (waiting), or when every
+-- chunk of it was processed and nothing changed since it started (resting: it gave a clean pass's
+-- flags; until changed is set). A table with no record ends no pass. Returns one row (ids, last,
+-- last_pass_s, resting, pass_no: the chunk's pass), or none when sweep_start made no row.
 WITH cur AS (
-    SELECT after_id, (after_id = '' AND settled AND NOT changed) AS resting
+    SELECT after_id, pass_no,
+           (after_id = '' AND done >= handed AND NOT changed) AS resting,
+           (after_id = '' AND done < handed
+            AND handed_at > clock_timestamp() - make_interval(secs => %(lease_s)s)) AS waiting
     FROM nearsync.dedup_sweeps WHERE table_name = %(table)s FOR UPDATE
 ), picked AS (
     SELECT d.record_id FROM cur CROSS JOIN LATERAL (
         SELECT l.record_id FROM nearsync.document_lookup l
-        WHERE NOT cur.resting AND l.table_name = %(table)s
+        WHERE NOT (cur.resting OR cur.waiting) AND l.table_name = %(table)s
           AND (l.record_id > cur.after_id OR (cur.after_id = '' AND l.record_id = ''))
         ORDER BY l.record_id LIMIT %(limit)s) AS d
 ), got AS (
@@ -288,35 +299,42 @@ WITH cur AS (
 ), moved AS (
     UPDATE nearsync.dedup_sweeps s
     SET after_id = CASE WHEN got.last OR got.n = 0 THEN '' ELSE got.last_id END,
+        pass_no = s.pass_no + got.starting::integer,
         pass_started_at = CASE WHEN got.starting THEN clock_timestamp() ELSE s.pass_started_at END,
-        changed = CASE WHEN got.starting THEN false ELSE s.changed END,
-        settled = CASE WHEN got.last THEN got.starting OR NOT s.changed ELSE s.settled END,
+        changed = s.changed AND NOT got.starting,
+        handed = CASE WHEN got.starting THEN 1 ELSE s.handed + (got.n > 0)::integer END,
+        done = CASE WHEN got.starting THEN 0 ELSE s.done END,
+        handed_at = CASE WHEN got.n > 0 THEN clock_timestamp() ELSE s.handed_at END,
         last_pass_s = CASE WHEN got.last AND got.starting THEN 0.0
                            WHEN got.last THEN extract(epoch FROM clock_timestamp() - s.pass_started_at)::float8
                            ELSE s.last_pass_s END
     FROM got
-    WHERE s.table_name = %(table)s AND NOT (SELECT resting FROM cur)
-    RETURNING got.last, s.last_pass_s
+    WHERE s.table_name = %(table)s AND NOT (SELECT resting OR waiting FROM cur)
+    RETURNING got.last, s.last_pass_s, s.pass_no
 )
 SELECT coalesce((SELECT array_agg(record_id ORDER BY record_id) FROM picked), '{}'::text[]) AS ids,
-       coalesce(m.last, false) AS last, m.last_pass_s, cur.resting
+       coalesce(m.last, false) AS last, m.last_pass_s, cur.resting, coalesce(m.pass_no, cur.pass_no) AS pass_no
 FROM cur LEFT JOIN moved m ON true;
 
--- name: sweep_pass_done
--- A pass of the sweep is complete: its last chunk (sweep_next's last = true) has been processed.
--- Returns the passes completed.
-UPDATE nearsync.dedup_sweeps SET passes = passes + 1 WHERE table_name = %(table)s RETURNING passes;
+-- name: sweep_chunk_done
+-- A chunk of the sweep has been processed (its records, those that failed alone included, which
+-- marked the table changed): it counts towards done when it belongs to the current pass (%(pass_no)s
+-- and %(chunk)s: the chunk held records) and, when it was the pass's last (%(last)s), the pass is
+-- complete. Returns the passes completed.
+UPDATE nearsync.dedup_sweeps
+SET done = done + (pass_no = %(pass_no)s AND %(chunk)s)::integer, passes = passes + %(last)s::integer
+WHERE table_name = %(table)s RETURNING passes;
 
 -- name: sweep_status
 -- The table's sweep (migrations 0023, 0024): the last record id handed out ('' at a pass's start),
--- passes completed (their last chunk processed), when the current (or, resting, the last) pass
--- started, the last pass's duration (s), and whether it rests (the last pass settled, nothing
--- changed since); no row before a worker first swept.
-SELECT after_id, passes, pass_started_at, last_pass_s, (after_id = '' AND settled AND NOT changed) AS resting
+-- passes completed (their last chunk processed), when the current (or, back at the start, the last)
+-- pass started, the last pass's duration (s), and whether it rests (every chunk of the last pass
+-- processed, nothing changed since it started); no row before a worker first swept.
+SELECT after_id, passes, pass_started_at, last_pass_s, (after_id = '' AND done >= handed AND NOT changed) AS resting
 FROM nearsync.dedup_sweeps WHERE table_name = %(table)s;
 
 -- name: sweeps
 -- Every table's sweep (migrations 0023, 0024), for the dedup worker's metrics: table_name, passes,
 -- last_pass_s, resting.
-SELECT table_name, passes, last_pass_s, (after_id = '' AND settled AND NOT changed) AS resting
+SELECT table_name, passes, last_pass_s, (after_id = '' AND done >= handed AND NOT changed) AS resting
 FROM nearsync.dedup_sweeps ORDER BY table_name;
