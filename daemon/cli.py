@@ -229,9 +229,17 @@ async def cmd_status(args: argparse.Namespace) -> int:
             print(f"  dedup sweep: {sw['passes']} pass(es) done{last}; the next pass is due (the last began "
                   f"{sw['pass_started_at']})")
         else:
+            eta = f", about {_duration(sw['eta_s'])} left at its rate so far" if sw["eta_s"] is not None else ""
             print(f"  dedup sweep: {sw['passes']} pass(es) done{last}; this one started {sw['pass_started_at']}, "
-                  f"after record {sw['after_id']}")
+                  f"after record {sw['after_id']}: {sw['position']:,} of {sw['records']:,} records{eta}")
     return 0
+
+
+def _duration(seconds: float) -> str:
+    """``seconds`` for a person: ``"42 s"``, ``"17 min"``, ``"3.2 h"``."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
 async def cmd_reindex(args: argparse.Namespace) -> int:

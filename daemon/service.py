@@ -168,8 +168,10 @@ async def status(settings: Settings) -> dict[str, Any]:
     worker with the sweep on has started (:mod:`daemon.dedup.sweep`) also ``sweep``: ``{"passes",
     "after_id" (the last record id handed out, "" at a pass's start), "pass_started_at" (ISO 8601),
     "last_pass_s" (the last pass's duration, s, or None), "resting" (True: the last pass saw no
-    change and nothing changed since, so the sweep waits for a change)}``; ``passes`` counts the
-    passes whose last chunk has been processed.
+    change and nothing changed since, so the sweep waits for a change), "records" (the live records
+    a pass walks), "position" (those up to the cursor), "eta_s" (s left in the current pass at its
+    rate so far, or None at a pass's start or while resting)}``; ``passes`` counts the passes whose
+    last chunk has been processed.
 
     Raises:
         ConfigError, psycopg.OperationalError, SchemaError.
@@ -198,9 +200,12 @@ async def status(settings: Settings) -> dict[str, Any]:
         if isinstance(backend, TwoStoreIndex):
             extra["candidate_store"] = {"postgres": (await backend.store_counts(table.name))[1]}
     if sweep is not None:
+        position, records, age_s = sweep["position"], sweep["records"], sweep["pass_age_s"]
         extra["sweep"] = {"passes": sweep["passes"], "after_id": sweep["after_id"],
                           "pass_started_at": sweep["pass_started_at"].isoformat(), "last_pass_s": sweep["last_pass_s"],
-                          "resting": sweep["resting"]}
+                          "resting": sweep["resting"], "records": records, "position": position,
+                          "eta_s": (round(max(0, records - position) * age_s / position, 1)
+                                    if position > 0 and age_s > 0 and not sweep["resting"] else None)}
     return {"table": table.name, "rows": rows, "indexed": indexed, "backend": settings.index.backend,
             "notification_queue_usage": usage, "queues": queues, **extra}
 

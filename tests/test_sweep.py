@@ -127,6 +127,13 @@ async def test_sweep_chunks_walk_the_table_in_id_order_and_wrap_around(settings:
         got = await asyncio.gather(one.step(c1), two.step(c2))
         assert sorted(got) == [2, 2]
         assert await _sweep_status(s.dsn) == (sorted(ids)[3], 1)
+        sweep = (await status(s))["sweep"]  # the pass's progress, as nearsync status shows it
+        assert (sweep["position"], sweep["records"], sweep["resting"]) == (4, 5, False) and sweep["eta_s"] >= 0, sweep
+        if s.index.backend == "postgres":  # the same as text (the defaults: public.ads on the PostgreSQL backend)
+            shown = subprocess.run([sys.executable, "-m", "daemon", "status", "--dsn", s.dsn], cwd=REPO,
+                                   capture_output=True, text=True, timeout=60)
+            assert shown.returncode == 0, shown
+            assert f"after record {sorted(ids)[3]}: 4 of 5 records, about " in shown.stdout, shown.stdout
 
 
 @pytest.mark.parametrize("backend_name", ["postgres"], indirect=True)

@@ -329,9 +329,18 @@ WHERE table_name = %(table)s RETURNING passes;
 -- The table's sweep (migrations 0023, 0024): the last record id handed out ('' at a pass's start),
 -- passes completed (their last chunk processed), when the current (or, back at the start, the last)
 -- pass started, the last pass's duration (s), and whether it rests (every chunk of the last pass
--- processed, nothing changed since it started); no row before a worker first swept.
-SELECT after_id, passes, pass_started_at, last_pass_s, (after_id = '' AND done >= handed AND NOT changed) AS resting
-FROM nearsync.dedup_sweeps WHERE table_name = %(table)s;
+-- processed, nothing changed since it started); then the live records it walks (records) and those
+-- up to the cursor (position; 0 at the start), counted on document_lookup's primary key, and the
+-- current pass's age (s), for the pass's progress in `nearsync status`; no row before a worker first
+-- swept.
+SELECT s.after_id, s.passes, s.pass_started_at, s.last_pass_s,
+       (s.after_id = '' AND s.done >= s.handed AND NOT s.changed) AS resting,
+       (SELECT count(*) FROM nearsync.document_lookup l WHERE l.table_name = s.table_name) AS records,
+       CASE WHEN s.after_id = '' THEN 0
+            ELSE (SELECT count(*) FROM nearsync.document_lookup l
+                  WHERE l.table_name = s.table_name AND l.record_id <= s.after_id) END AS position,
+       extract(epoch FROM clock_timestamp() - s.pass_started_at)::float8 AS pass_age_s
+FROM nearsync.dedup_sweeps s WHERE s.table_name = %(table)s;
 
 -- name: sweeps
 -- Every table's sweep (migrations 0023, 0024), for the dedup worker's metrics: table_name, passes,
