@@ -43,7 +43,7 @@ Typical use:
   nearsync migrate                 # create the nearsync schema and attach the triggers
   nearsync run                     # the indexing daemon (realtime; --mode batch --window 10s)
   nearsync dedup                   # the dedup worker: flags duplicates back into PostgreSQL
-  nearsync status                  # lag, pending changes, dead letters, indexed count
+  nearsync status                  # lag, pending changes, dead letters, indexed count, sweep
   nearsync reindex                 # one-shot full rebuild (resumable; --verify, --repair)
   nearsync rarity refresh          # title-word rarity snapshot for the dedup worker ([dedup] rarity)
   nearsync evaluate                # precision/recall/F1 on a labelled data set (default: Abt-Buy)
@@ -597,7 +597,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("role", help="role name")
     g.set_defaults(func=cmd_grant_role)
 
-    s = sub.add_parser("status", parents=[common], help="lag, pending changes, dead letters, indexed count")
+    s = sub.add_parser("status", parents=[common],
+                       help="lag, pending changes, dead letters, indexed count, the dedup sweep's progress")
     s.add_argument("--backend", choices=["postgres", "elasticsearch", "opensearch"])
     s.set_defaults(func=cmd_status, is_async=True)
 
