@@ -19,6 +19,7 @@ from typing import Any
 
 import psycopg
 import pytest
+import yaml  # type: ignore[import-untyped]
 
 from bench.chaos.run import write_config
 from daemon.cli import main
@@ -124,6 +125,11 @@ async def test_metrics_and_health_scraped_during_a_run(settings: Settings, tmp_p
         for foreign in ("nearsync_dedup_sweep_passes", "nearsync_dedup_sweep_last_pass_seconds",
                         "nearsync_dedup_sweep_resting"):
             assert foreign not in page, foreign
+        # the shipped alert rules (deploy/prometheus) name only series these two processes export
+        rules = [r for g in yaml.safe_load(ALERT_RULES.read_text())["groups"] for r in g["rules"]]
+        named = {m for r in rules for m in re.findall(r"\bnearsync_[a-z_]+", r["expr"])}
+        assert len(rules) >= 8 and len(named) >= 7 and all(r["alert"] and r["expr"] and r["annotations"]["summary"] for r in rules)
+        assert named <= families(page) | families(wpage), named - (families(page) | families(wpage))
         for foreign in ("nearsync_commit_to_indexed_seconds", "nearsync_changes_indexed",
                         "nearsync_notification_queue_usage_ratio", 'queue="index"'):
             assert foreign not in wpage, foreign
@@ -148,6 +154,25 @@ async def test_metrics_and_health_scraped_during_a_run(settings: Settings, tmp_p
         for p in (daemon, worker):
             p.terminate()
         assert daemon.wait(30) == 0 and worker.wait(30) == 0
+
+
+ALERT_RULES = Path(__file__).resolve().parents[1] / "deploy" / "prometheus" / "nearsync-alerts.yml"
+
+
+def families(text: str) -> set[str]:
+    """Every series name a Prometheus text page exposes or declares: its samples' names, and for
+    each ``# TYPE`` line the family with the suffixes of its type (a counter's ``_total``, a
+    histogram's ``_bucket``, ``_sum`` and ``_count``), so a labelled metric with no sample yet counts."""
+    names: set[str] = set()
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split()[:4]
+            base = name.removesuffix("_total")
+            names |= {name} | ({base + "_total"} if kind == "counter" else set()) | (
+                {name + s for s in ("_bucket", "_sum", "_count")} if kind == "histogram" else set())
+        elif line and not line.startswith("#"):
+            names.add(re.split(r"[{ ]", line, maxsplit=1)[0])
+    return names
 
 
 async def _status_is(port: int, path: str, code: int) -> bool:
