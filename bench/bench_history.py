@@ -156,11 +156,8 @@ async def sweep_once(dsn: str, handler: Any) -> None:
         await conn.execute("DELETE FROM nearsync.dedup_sweeps WHERE table_name = %s", (TABLE,))
         await conn.execute(query("sweep_start"), {"table": TABLE})
         sweeper = Sweeper(dsn, TABLE, handler, 400.0, asyncio.Event(), lambda: False)  # chunks of 100
-        while True:
+        while not sweeper.passes:  # the row was made afresh: the first pass completed is this one
             await sweeper.step(conn)
-            row = await (await conn.execute(query("sweep_status"), {"table": TABLE})).fetchone()
-            if row is not None and row[1] >= 1:
-                return
 
 
 def describe(label: str, state: dict[str, Any], clean: dict[str, Any] | None, truth: set[tuple[str, str]],

@@ -222,16 +222,15 @@ async def cmd_status(args: argparse.Namespace) -> int:
     if "sweep" in report:
         sw = report["sweep"]
         last = f", the last took {sw['last_pass_s']:.0f} s" if sw["last_pass_s"] is not None else ""
+        head = f"  dedup sweep: {sw['passes']} pass(es) done{last}; "
         if sw["resting"]:
-            print(f"  dedup sweep: {sw['passes']} pass(es) done{last}; resting: nothing changed since the last "
-                  f"pass began ({sw['pass_started_at']})")
+            print(f"{head}resting: nothing changed since the last pass began ({sw['pass_started_at']})")
         elif not sw["after_id"]:
-            print(f"  dedup sweep: {sw['passes']} pass(es) done{last}; the next pass is due (the last began "
-                  f"{sw['pass_started_at']})")
+            print(f"{head}the next pass is due (the last began {sw['pass_started_at']})")
         else:
             eta = f", about {_duration(sw['eta_s'])} left at its rate so far" if sw["eta_s"] is not None else ""
-            print(f"  dedup sweep: {sw['passes']} pass(es) done{last}; this one started {sw['pass_started_at']}, "
-                  f"after record {sw['after_id']}: {sw['position']:,} of {sw['records']:,} records{eta}")
+            print(f"{head}this one started {sw['pass_started_at']}, after record {sw['after_id']}: "
+                  f"{sw['position']:,} of {sw['records']:,} records{eta}")
     return 0
 
 

@@ -127,6 +127,8 @@ class Sweeper:
         """Records processed by the sweep since start (those that failed alone not counted)."""
         self.resting = False
         """True while the last :meth:`step` found the sweep resting (module docstring)."""
+        self.passes: int | None = None
+        """The table's passes completed, as the last chunk reported processed read them (None before)."""
 
     async def run(self) -> None:
         """Sweep until :attr:`stopping` (cancel the task to stop at once: a chunk in hand rolls back
@@ -196,7 +198,7 @@ class Sweeper:
             log.info("sweep resting: nothing changed since the last pass began" if resting
                      else "sweep resumed: the table changed", table=self.table)
             self.resting = resting
-        done, passes = 0, None
+        done = 0
         if ids:
             now = dt.datetime.now(dt.timezone.utc)
             t0 = time.perf_counter()
@@ -207,11 +209,12 @@ class Sweeper:
             heap.after_batch()  # as the queue loop after a batch (the worker runs with the collector in batch mode)
             log.debug("swept", table=self.table, records=len(ids), ms=round((time.perf_counter() - t0) * 1000, 1))
         if ids or last:  # processed (a transient error raised above leaves the chunk unreported)
-            passes = await (await conn.execute(query("sweep_chunk_done"), {
+            row = await (await conn.execute(query("sweep_chunk_done"), {
                 "table": self.table, "pass_no": pass_no, "chunk": bool(ids), "last": bool(last)})).fetchone()
+            self.passes = row[0] if row else None
         if last:
             (log.info if (last_pass_s or 0.0) >= QUIET_PASS_S else log.debug)(
-                "sweep pass finished", table=self.table, passes=passes[0] if passes else None,
+                "sweep pass finished", table=self.table, passes=self.passes,
                 seconds=round(last_pass_s or 0.0, 1))
         return done
 

@@ -15,9 +15,9 @@
 -- handed / done: chunks of the current pass handed out, and reported processed (sweep_chunk_done,
 --   which counts only chunks of the current pass).
 -- handed_at: when the last chunk was handed out.
--- A cursor back at the start (after_id '') rests when every chunk of the pass that just ended was
--- processed and nothing changed since it started: sweep_next then hands out nothing and writes
--- nothing until changed is set. While a chunk of that pass is still unreported it waits (at most the
+-- resting (generated from the others, so the rule is written once): a cursor back at the start
+-- (after_id '') rests when every chunk of the pass that just ended was processed and nothing changed
+-- since it started: sweep_next then hands out nothing and writes nothing until changed is set. While a chunk of that pass is still unreported it waits (at most the
 -- lease sweep_next is given, after which the chunk counts as lost with its worker and a new pass
 -- starts).
 ALTER TABLE nearsync.dedup_sweeps
@@ -26,3 +26,6 @@ ALTER TABLE nearsync.dedup_sweeps
     ADD COLUMN IF NOT EXISTS handed integer NOT NULL DEFAULT 0,
     ADD COLUMN IF NOT EXISTS done integer NOT NULL DEFAULT 0,
     ADD COLUMN IF NOT EXISTS handed_at timestamptz;
+ALTER TABLE nearsync.dedup_sweeps
+    ADD COLUMN IF NOT EXISTS resting boolean
+        GENERATED ALWAYS AS (after_id = '' AND done >= handed AND NOT changed) STORED;

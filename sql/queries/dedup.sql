@@ -280,8 +280,7 @@ UPDATE nearsync.dedup_sweeps SET changed = true WHERE table_name = %(table)s;
 -- flags; until changed is set). A table with no record ends no pass. Returns one row (ids, last,
 -- last_pass_s, resting, pass_no: the chunk's pass), or none when sweep_start made no row.
 WITH cur AS (
-    SELECT after_id, pass_no,
-           (after_id = '' AND done >= handed AND NOT changed) AS resting,
+    SELECT after_id, pass_no, resting,
            (after_id = '' AND done < handed
             AND handed_at > clock_timestamp() - make_interval(secs => %(lease_s)s)) AS waiting
     FROM nearsync.dedup_sweeps WHERE table_name = %(table)s FOR UPDATE
@@ -333,8 +332,7 @@ WHERE table_name = %(table)s RETURNING passes;
 -- up to the cursor (position; 0 at the start), counted on document_lookup's primary key, and the
 -- current pass's age (s), for the pass's progress in `nearsync status`; no row before a worker first
 -- swept.
-SELECT s.after_id, s.passes, s.pass_started_at, s.last_pass_s,
-       (s.after_id = '' AND s.done >= s.handed AND NOT s.changed) AS resting,
+SELECT s.after_id, s.passes, s.pass_started_at, s.last_pass_s, s.resting,
        (SELECT count(*) FROM nearsync.document_lookup l WHERE l.table_name = s.table_name) AS records,
        CASE WHEN s.after_id = '' THEN 0
             ELSE (SELECT count(*) FROM nearsync.document_lookup l
@@ -345,5 +343,4 @@ FROM nearsync.dedup_sweeps s WHERE s.table_name = %(table)s;
 -- name: sweeps
 -- Every table's sweep (migrations 0023, 0024), for the dedup worker's metrics: table_name, passes,
 -- last_pass_s, resting.
-SELECT table_name, passes, last_pass_s, (after_id = '' AND done >= handed AND NOT changed) AS resting
-FROM nearsync.dedup_sweeps ORDER BY table_name;
+SELECT table_name, passes, last_pass_s, resting FROM nearsync.dedup_sweeps ORDER BY table_name;
