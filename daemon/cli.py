@@ -244,12 +244,17 @@ def _duration(seconds: float) -> str:
 async def cmd_reindex(args: argparse.Namespace) -> int:
     """``nearsync reindex``: a full, resumable rebuild of the index from the table (a new index and an
     alias swap on search servers), or ``--verify`` / ``--repair`` (drift between table and index,
-    on a sample) or ``--rollback``. Returns 0, or 1 when drift was found and not repaired or the
-    rollback is impossible (:class:`PermanentIndexError`)."""
+    on a sample) or ``--rollback``. After a full rebuild, where the dedup worker is enabled and uses a
+    corpus snapshot (``[dedup] rarity`` or ``max_block`` above 0, the defaults), it builds a new
+    snapshot of the rebuilt index (:func:`daemon.ops.rarity.refresh_rarity`; the report's
+    ``rarity_snapshot``) unless ``--no-snapshot``. Returns 0, or 1 when drift was found and not
+    repaired or the rollback is impossible (:class:`PermanentIndexError`)."""
 
     from daemon.backends.base import PermanentIndexError
+    from daemon.dedup.settings import dedup_options
+    from daemon.ops.rarity import refresh_rarity
     from daemon.ops.reindex import reindex, rollback, verify
-    from daemon.service import opened_backend
+    from daemon.service import dedup_enabled, opened_backend
 
     settings = _settings(args)
     async with opened_backend(settings) as backend:
@@ -269,6 +274,10 @@ async def cmd_reindex(args: argparse.Namespace) -> int:
         # walking the pages' rows and documents (~15 µs of CPU per signed row on a 20,000-row reindex)
         report = await reindex(settings, backend, page_size=args.page_size, resume=not args.restart,
                                from_scratch=args.from_scratch, progress=not args.no_progress)
+        if not args.no_snapshot and dedup_enabled(settings) and dedup_options(settings).uses_snapshot:
+            # the rebuilt index's corpus snapshot, as `nearsync rarity refresh` builds it; a worker
+            # that ran beside the rebuild and processed records with the old one sweeps them again
+            report["rarity_snapshot"] = await refresh_rarity(settings, backend, progress=not args.no_progress)
         _print(report, args.json)
     return 0
 
@@ -607,7 +616,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "over). Changes made meanwhile are not lost. On elasticsearch/opensearch "
                                    "it builds a new index version <alias>_v{N} while running daemons "
                                    "dual-write to it, then swaps the alias atomically and keeps "
-                                   "index.keep_versions versions (--rollback goes back one). --verify "
+                                   "index.keep_versions versions (--rollback goes back one). With [dedup] "
+                                   "enabled, a full rebuild ends by building the corpus snapshot the dedup "
+                                   "worker uses (as nearsync rarity refresh; --no-snapshot skips it). --verify "
                                    "reports drift (exit 1 if any); --repair fixes it.")
     x.add_argument("--verify", action="store_true", help="compare index and table, report drift")
     x.add_argument("--rollback", action="store_true",
@@ -618,6 +629,9 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--restart", action="store_true", help="ignore a checkpoint and start over")
     x.add_argument("--from-scratch", action="store_true", help="clear the table's documents first")
     x.add_argument("--no-progress", action="store_true", help="no progress bar")
+    x.add_argument("--no-snapshot", action="store_true",
+                   help="do not build the corpus snapshot after the rebuild (by default it is built when "
+                        "[dedup] enabled and the worker uses one: nearsync rarity refresh)")
     x.add_argument("--backend", choices=["postgres", "elasticsearch", "opensearch"])
     x.set_defaults(func=cmd_reindex, is_async=True)
 

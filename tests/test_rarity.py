@@ -231,6 +231,43 @@ async def test_the_rarity_refresh_command_stores_a_snapshot_and_queues_the_table
     assert code == 3 and "nearsync migrate" in capsys.readouterr().err
 
 
+async def test_reindex_builds_the_snapshot_where_the_dedup_worker_uses_one(settings: Settings, tmp_path: Any,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """``nearsync reindex --json`` with ``[dedup] enabled``: the rebuild ends with a new active
+    snapshot of the rebuilt index (the report's ``rarity_snapshot`` names it and counts every
+    document); ``--no-snapshot`` leaves the active one alone, and with the dedup worker off no
+    snapshot is built (on every backend under test: the snapshot is read through the backend)."""
+    import asyncio
+    import json
+
+    from daemon.cli import main
+    from tests.test_api import _toml
+
+    s = with_dedup(settings)
+    async with running_indexer(s):
+        await _insert(s.dsn, [_ad("u", t) for t in CORPUS])
+        await wait_until(lambda: index_done(s.dsn), timeout=60)
+
+    def reindex(*extra: str, dedup: bool = True) -> tuple[int, dict[str, Any]]:
+        cfg = tmp_path / "nearsync.toml"
+        cfg.write_text(f'[database]\ndsn = "{s.dsn}"\n' + _toml(s if dedup else settings))
+        capsys.readouterr()
+        code = main(["reindex", "--json", "--no-progress", "--config", str(cfg), *extra])
+        out = capsys.readouterr().out  # log lines (captured here too), then the report
+        return code, json.loads(out[out.index("\n{\n") + 1:] if not out.startswith("{") else out)
+
+    code, report = await asyncio.to_thread(reindex)
+    snap = report["rarity_snapshot"]
+    assert code == 0 and report["rows"] == len(CORPUS) and snap["documents"] == len(CORPUS) and snap["tokens"] > 0
+    async with await psycopg.AsyncConnection.connect(s.dsn) as c:
+        assert await active_version(c, "public.ads") == snap["version"]
+    for extra, dedup in ((["--no-snapshot"], True), ([], False)):
+        code, report = await asyncio.to_thread(reindex, *extra, dedup=dedup)
+        assert code == 0 and report["rows"] == len(CORPUS) and "rarity_snapshot" not in report
+        async with await psycopg.AsyncConnection.connect(s.dsn) as c:
+            assert await active_version(c, "public.ads") == snap["version"]
+
+
 @pytest.mark.parametrize("backend_name", ["postgres"], indirect=True)
 async def test_the_check_api_scores_with_the_active_snapshot_as_the_worker_does(settings: Settings) -> None:
     """``/v1/check`` reads the active snapshot too: an ad sharing only common words with an indexed
