@@ -549,7 +549,9 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False, parents=[debug])
     common.add_argument("--config", metavar="FILE", help="TOML settings file (default: $NEARSYNC_CONFIG)")
     common.add_argument("--dsn", help="PostgreSQL DSN (default: $NEARSYNC_DSN or [database] dsn)")
-    common.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    common.add_argument("--log-level", choices=["debug", "info", "warning", "error"],
+                        help="default info; warning for reindex and rarity refresh while their progress bar is "
+                             "drawn on a terminal (the bar shows the progress; warnings and errors still print)")
     common.add_argument("--json", action="store_true", help="print results as JSON")
     common.add_argument("--profile", choices=list(PROFILES),
                         help="dedup profile the [signatures]/[dedup] settings start from ([dedup] profile; default "
@@ -633,7 +635,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not build the corpus snapshot after the rebuild (by default it is built when "
                         "[dedup] enabled and the worker uses one: nearsync rarity refresh)")
     x.add_argument("--backend", choices=["postgres", "elasticsearch", "opensearch"])
-    x.set_defaults(func=cmd_reindex, is_async=True)
+    x.set_defaults(func=cmd_reindex, is_async=True, progress_bar=True)
 
     y = sub.add_parser("rarity", parents=[common],
                        help="build the corpus snapshot (title-word rarity, large key blocks) the dedup worker uses",
@@ -653,7 +655,7 @@ def build_parser() -> argparse.ArgumentParser:
     y.add_argument("--requeue", action="store_true", help="also queue every indexed record for the dedup worker")
     y.add_argument("--no-progress", action="store_true", help="no progress bar")
     y.add_argument("--backend", choices=["postgres", "elasticsearch", "opensearch"])
-    y.set_defaults(func=cmd_rarity, is_async=True)
+    y.set_defaults(func=cmd_rarity, is_async=True, progress_bar=True)
 
     d = sub.add_parser("deadletter", parents=[common], help="list, retry or purge dead letters")
     d.add_argument("action", choices=["list", "retry", "purge"])
@@ -822,12 +824,25 @@ def exit_status(e: BaseException) -> tuple[int, str]:
     return EXIT_PROBLEM, f"unexpected error: {type(e).__name__}: {_first_line(e)} (--debug shows the traceback)"
 
 
+def log_level(args: argparse.Namespace) -> str:
+    """The log level of a parsed command line: ``--log-level`` if given; else ``"warning"`` for a
+    command that draws a progress bar (``reindex``, ``rarity refresh``: ``progress_bar`` in its
+    defaults) on a terminal without ``--no-progress``, where the bar shows the progress and the
+    per-batch info lines would only scroll it away (they still go to a pipe or the journal); else
+    ``"info"``."""
+    if getattr(args, "log_level", None):
+        return str(args.log_level)
+    bar = getattr(args, "progress_bar", False) and not getattr(args, "no_progress", False)
+    return "warning" if bar and sys.stderr.isatty() else "info"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``nearsync`` console script; returns the exit code (see the module
     docstring). A failure prints one line, ``nearsync: <problem>``, on stderr (with ``--debug``, the
     traceback first); argparse usage errors exit 2 by themselves."""
     args = build_parser().parse_args(argv)
-    configure_logging(getattr(args, "log_level", "info"))
+    args.log_level = log_level(args)
+    configure_logging(args.log_level)
     func: Callable[[argparse.Namespace], Any] = args.func
     try:
         if getattr(args, "is_async", False):

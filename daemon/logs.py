@@ -11,9 +11,27 @@ import sys
 import structlog
 
 
-def _stderr_logger(*_args: object) -> structlog.PrintLogger:
-    """A PrintLogger on the *current* ``sys.stderr`` (it may be swapped, e.g. by test capture)."""
-    return structlog.PrintLogger(file=sys.stderr)
+class StderrLogger:
+    """structlog's logger: each rendered line goes to the *current* ``sys.stderr`` (it may be
+    swapped, e.g. by test capture), through ``tqdm.write`` while a progress bar is drawn (``nearsync
+    reindex``, ``rarity refresh``), which clears the bar, prints the line and draws the bar again
+    below it, so log lines do not break a bar into pieces. tqdm is not imported for it: a process
+    that draws no bar has not imported tqdm, and writes plainly."""
+
+    def msg(self, message: str) -> None:
+        """Write ``message`` and a newline to stderr (see the class)."""
+        tqdm = sys.modules.get("tqdm")
+        if tqdm is not None and getattr(tqdm.tqdm, "_instances", None):
+            tqdm.tqdm.write(message, file=sys.stderr)
+            return
+        print(message, file=sys.stderr, flush=True)
+
+    log = debug = info = warn = warning = error = err = critical = exception = fatal = failure = msg
+
+
+def _stderr_logger(*_args: object) -> StderrLogger:
+    """The process's :class:`StderrLogger` (structlog's ``logger_factory``)."""
+    return StderrLogger()
 
 
 def configure_logging(level: str = "info", *, json: bool | None = None) -> None:

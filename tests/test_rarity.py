@@ -268,6 +268,71 @@ async def test_reindex_builds_the_snapshot_where_the_dedup_worker_uses_one(setti
             assert await active_version(c, "public.ads") == snap["version"]
 
 
+def _on_a_terminal(argv: list[str], cols: int = 150) -> str:
+    """Run ``argv`` with stdin, stdout and stderr on a new pseudo-terminal of ``cols`` columns (as a
+    user at a terminal would); returns everything it wrote there, decoded. Raises
+    subprocess.TimeoutExpired after 120 s."""
+    import fcntl
+    import os
+    import struct
+    import subprocess
+    import termios
+    from pathlib import Path
+
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, cols, 0, 0))
+    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, cwd=Path(__file__).parents[1],
+                            start_new_session=True)
+    os.close(slave)
+    out = bytearray()
+    try:
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the process closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+        proc.wait(timeout=120)
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return out.decode(errors="replace")
+
+
+@pytest.mark.parametrize("backend_name", ["postgres"], indirect=True)
+async def test_reindex_on_a_terminal_draws_its_bar_without_the_batch_log_lines(settings: Settings, tmp_path: Any) -> None:
+    """``nearsync reindex`` at a terminal: the progress bar, the report and no per-batch info line
+    (the default level there is warning); with ``--log-level info`` the batch lines print, each
+    through tqdm's ``write`` (the bar is cleared before the line and drawn again after it)."""
+    import asyncio
+    import re
+    import sys
+
+    from tests.test_api import _toml
+
+    s = with_dedup(settings)
+    async with running_indexer(s):
+        await _insert(s.dsn, [_ad("u", t) for t in CORPUS])
+        await wait_until(lambda: index_done(s.dsn), timeout=60)
+    cfg = tmp_path / "nearsync.toml"
+    cfg.write_text(f'[database]\ndsn = "{s.dsn}"\n' + _toml(s))
+    argv = [sys.executable, "-m", "daemon", "reindex", "--restart", "--config", str(cfg)]
+    plain = lambda text: re.sub(r"\x1b\[[0-9;]*m", "", text)  # noqa: E731 - without the console colours
+    quiet = plain(await asyncio.to_thread(_on_a_terminal, argv))
+    assert re.search(r"reindex: 100%\|█+\| 6/6 docs", quiet) and re.search(r"rarity: 100%", quiet), quiet
+    assert "rows: 6" in quiet and " batch " not in quiet and "[info" not in quiet, quiet
+    loud = plain(await asyncio.to_thread(_on_a_terminal, [*argv, "--log-level", "info"]))
+    batches = re.findall(r"\[info +\] batch ", loud)
+    # each batch line comes after the bar was cleared (a carriage return, blanks, a carriage return)
+    # and before it is drawn again
+    cleared = re.findall(r"\r {20,}\r\S+Z \[info +\] batch [^\n]*\n\rreindex: ", loud)
+    assert batches and len(cleared) == len(batches) and "rows: 6" in loud, loud
+
+
 @pytest.mark.parametrize("backend_name", ["postgres"], indirect=True)
 async def test_the_check_api_scores_with_the_active_snapshot_as_the_worker_does(settings: Settings) -> None:
     """``/v1/check`` reads the active snapshot too: an ad sharing only common words with an indexed
