@@ -400,6 +400,66 @@ def test_colours_and_title_codes_tell_a_line_s_items_apart() -> None:
     assert not m.separate_schemes(frozenset({"26110", "s550pl"}), frozenset({"coolpixs550pl"}))  # one side names both kinds
 
 
+@pytest.mark.parametrize(("text", "km"), [
+    ("vw golf 1.4 tsi 2015 85000 km", [85000]),
+    ("vw golf 1.4 tsi 2015, 85 000 km", [85000]),
+    ("vw golf 2015 85.000km", [85000]),
+    ("ford focus 85,000 miles", [136794]),
+    ("ford focus 120k miles", [193121]),
+    ("1.250.000 km, runs fine", [1250000]),
+    ("2015 mini cooper 45000 mi.", [72420]),
+    ("new car, 10 km only", []),  # under MIN_ODOMETER: a number of the title, not a mileage
+    ("motorola talkabout 22 mile radio", []),
+    ("2015 mini cooper", []),
+    ("tsi 2015 85000", []),  # no unit: no reading
+    ("fiat panda 1.2 km 85.000 anno 2015", [85000]),  # the label before the number
+    ("vw golf 2015 km 85.000", [85000]),  # the number after km, not the year before it
+    ("85000 km 2015", [85000]),
+    ("golf tsi, mileage: 120k", [120000]),  # a label without a unit: as written
+    ("km 2015", []),  # a year, not a reading
+])
+def test_odometer_readings(text: str, km: list[int]) -> None:
+    """A distance of 1,000 or more with its unit reads as an odometer reading, in kilometres,
+    whatever the thousands separator; without a unit, or under a thousand, it is none."""
+    from daemon.signatures import normalise_text, odometer_readings, without_odometer
+
+    assert odometer_readings(normalise_text(text)) == km
+    if km:
+        rest = without_odometer(normalise_text(text))
+        assert odometer_readings(rest) == [] and not {"km", "miles", "mi", "mi.", "mileage"} & set(rest.split())
+
+
+def test_a_mileage_is_no_model_number_and_a_repost_with_a_higher_one_is_a_duplicate() -> None:
+    """Car ads: a seller's repost that states the mileage a little higher (or the same reading
+    written another way) is at least ``potential_duplicate``, with no model number, phone or number
+    conflict read from the mileage; a dealer's two cars of one make, model and year whose mileages
+    are far apart are kept apart ("different mileage"); a product's own distance (a radio's range,
+    under a thousand) still tells two products apart."""
+    from daemon.signatures import normalise_text, phone_numbers
+
+    body = "Well maintained, full service history, new tyres."
+    assert m.title_models("VW Golf 1.4 TSI 2015 85000 km") == frozenset()
+    assert phone_numbers(normalise_text("VW Golf 1.4 TSI 2015 85000 km")) == []  # not the phone 201585000
+    for first, again in (("VW Golf 1.4 TSI 2015 85000 km", "VW Golf 1.4 TSI 2015 86500 km"),
+                         ("VW Golf 1.4 TSI 2015, 85 000 km", "VW Golf 1.4 TSI 2015, 86 500 km"),
+                         ("VW Golf 1.4 TSI 2015 85.000 km", "VW Golf 1.4 TSI 2015 86.500 km"),
+                         ("Toyota Corolla 2012 - 140000 km - 1st owner", "Toyota Corolla 2012 - 141200 km - 1st owner"),
+                         ("Ford Focus 2012 120k miles", "Ford Focus 2012 121k miles"),
+                         ("Ford Focus 2012 120,000 miles", "Ford Focus 2012 193,121 km"),
+                         ("Fiat Panda 1.2 2015 km 85.000", "Fiat Panda 1.2 2015 km 86.000")):
+        repost = _pair({"title": first, "body": body, "price": 9500}, {"title": again, "body": body, "price": 9300})
+        assert decide(repost.score, CFG) is not None, repost.summary()
+        assert not {"models", "phones", "numbers"} & set(repost.reasons), repost.summary()
+    dealer = _pair({"title": "VW Golf 1.4 TSI 2015 85000 km", "body": body, "price": 9500},
+                   {"title": "VW Golf 1.4 TSI 2015 140000 km", "body": body, "price": 9400})
+    assert dealer.reasons["numbers"]["similarity"] == 0 and decide(dealer.score, CFG) is None, dealer.summary()
+    assert "different mileage (85,000 / 140,000 km)" in dealer.summary()
+    assert not m.mileages_agree(frozenset({85000}), frozenset({95000}))
+    assert m.mileages_agree(frozenset({148000}), frozenset({150000}))  # a rounded high reading
+    radio = _pair({"title": "Motorola Talkabout 22 mile radio"}, {"title": "Motorola Talkabout 35 mile radio"})
+    assert radio.reasons["numbers"]["similarity"] == 0
+
+
 def test_prefix_matching_by_sets_equals_the_walk() -> None:
     """_matches_set (set look-ups, memoised prefixes) gives the walk's answer (the rule as written,
     tests/scoring_reference.py) on random codes over a small alphabet, where equal codes and

@@ -296,6 +296,8 @@ def _title_conflict(metric: str) -> Comparator:
     """The comparator of an against-only title metric (``numbers``, ``colours``, ``variants``): the
     metric of :mod:`daemon.scoring.metrics` on the two titles' parts as each record's
     :class:`~daemon.scoring.side.Side` keeps them (a missing title: None, as the metric gives)."""
+    parts: Callable[[Side], Any]
+    conflict: Callable[[Any, Any], float | None]
     if metric == "variants":
         parts, conflict = Side.variant_parts, m.variants_conflict_parts
         key = "variant_parts"
@@ -436,7 +438,9 @@ def _detail(spec: FieldSpec, sim: float, a_fields: Mapping[str, Any], b_fields: 
     :func:`_title_codes_shown`)."""
     label = _LABELS.get(spec.name, spec.name)
     if spec.metric == "numbers":
-        na, nb = m.title_numbers(str(a_fields["title"])), m.title_numbers(str(b_fields["title"]))
+        (na, _, ma), (nb, _, mb) = m._title_parts(str(a_fields["title"])), m._title_parts(str(b_fields["title"]))
+        if not m.mileages_agree(ma, mb):
+            return f"different mileage ({min(ma):,} / {min(mb):,} km)"
         return f"different numbers ({' '.join(sorted(na - nb)[:2])} / {' '.join(sorted(nb - na)[:2])})"
     if spec.metric == "colours":
         ca = m.COLOURS & _title_words(a_fields)

@@ -27,8 +27,10 @@ from daemon.signatures import (  # MAX_PRICE and price_value: the signer reads p
     jaccard_from_minhash,
     model_numbers,
     normalise_text,
+    odometer_readings,
     price_value,
     title_codes,
+    without_odometer,
     words,
 )
 
@@ -621,8 +623,7 @@ def colours_conflict(a: Any, b: Any) -> float | None:
     return colours_conflict_parts(_title_parts(str(a)), _title_parts(str(b)))
 
 
-def colours_conflict_parts(a: tuple[frozenset[str], frozenset[str]],
-                           b: tuple[frozenset[str], frozenset[str]]) -> float | None:
+def colours_conflict_parts(a: TitleParts, b: TitleParts) -> float | None:
     """:func:`colours_conflict` of two titles' :func:`_title_parts` (which the scorer keeps per
     record, :meth:`daemon.scoring.side.Side.title_parts`): 0.0 on a conflict, else None."""
     wa, wb = a[1], b[1]
@@ -756,27 +757,55 @@ def variants_conflict_parts(a: tuple[frozenset[str], frozenset[str]],
     return None
 
 
+TitleParts = tuple[frozenset[str], frozenset[str], frozenset[int]]
+"""``(numbers, words, mileages)`` of a title (:func:`_title_parts`)."""
+
+
 @lru_cache(maxsize=65_536)
-def _title_parts(title: str) -> tuple[frozenset[str], frozenset[str]]:
-    """``(numbers, words)`` of a title: the numbers of :func:`title_numbers` and the set of its
-    other words (no digit in them; split at ``-./``, single letters left out)."""
+def _title_parts(title: str) -> TitleParts:
+    """``(numbers, words, mileages)`` of a title: the numbers of :func:`title_numbers`, the set of
+    its other words (no digit in them; split at ``-./``, single letters left out) and its odometer
+    readings in kilometres (:func:`daemon.signatures.odometer_readings`; their digits are in
+    neither of the other two)."""
     nums: set[str] = set()
     plain: set[str] = set()
-    for w in words(normalise_text(_THOUSANDS.sub("", title))):
+    normalised = normalise_text(title)
+    mileages = frozenset(odometer_readings(normalised))
+    for w in words(normalise_text(_THOUSANDS.sub("", without_odometer(normalised) if mileages else title))):
         if not _has_digit(w):
             plain.update([x for x in _SPLIT_CODE.split(w) if len(x) > 1])
         elif not model_numbers(w):
             nums.update(_canonical_number(n) for n in _NUMBER.findall(w)
                         if len(n.split(".")[0]) <= MAX_NUMBER_DIGITS)
-    return frozenset(nums), frozenset(plain)
+    return frozenset(nums), frozenset(plain), mileages
 
 
 def title_numbers(title: str) -> frozenset[str]:
-    """The numbers of a title that are not inside a model number and have at most
-    :data:`MAX_NUMBER_DIGITS` digits before the point: sizes, capacities, versions, generations
-    (``40'``, ``120GB``, ``7th``, ``Windows 7``, ``Passport 8500``, ``9500ci``), as canonical
-    decimal strings (``"2.0"`` -> ``"2"``; ``"50,000"`` is one 5-digit number, so left out)."""
+    """The numbers of a title that are not inside a model number nor an odometer reading and have
+    at most :data:`MAX_NUMBER_DIGITS` digits before the point: sizes, capacities, versions,
+    generations (``40'``, ``120GB``, ``7th``, ``Windows 7``, ``Passport 8500``, ``9500ci``), as
+    canonical decimal strings (``"2.0"`` -> ``"2"``; ``"50,000"`` is one 5-digit number, so left
+    out)."""
     return _title_parts(title)[0]
+
+
+MILEAGE_SLACK_KM = 3000
+"""Kilometres by which two readings of one vehicle may differ (:func:`mileages_agree`): a repost
+weeks later states a few hundred to a couple of thousand kilometres more (cars run ~1,000-1,500 km
+a month), and a seller may round the figure."""
+MILEAGE_SLACK_SHARE = 0.05
+"""The same as a share of the larger reading, for high mileages written rounded (``150 000 km``
+for 147,800)."""
+
+
+def mileages_agree(a: frozenset[int], b: frozenset[int]) -> bool:
+    """Whether two titles' odometer readings (km) can be one vehicle's: some reading of each lies
+    within :data:`MILEAGE_SLACK_KM` or :data:`MILEAGE_SLACK_SHARE` of the larger of some reading
+    of the other. Farther apart, they are two vehicles of one make, model and year (a dealer's two
+    ``VW Golf 1.4 TSI 2015``). True when either has none."""
+    if not a or not b:
+        return True
+    return any(abs(x - y) <= max(MILEAGE_SLACK_KM, MILEAGE_SLACK_SHARE * max(x, y)) for x in a for y in b)
 
 
 def _covered(small: frozenset[str], large: frozenset[str]) -> bool:
@@ -793,7 +822,9 @@ def numbers_conflict(a: Any, b: Any) -> float | None:
     omits), so one number set covering the other is no evidence either way; when each title has a
     number the other lacks (``40'`` / ``46'``, ``120GB`` / ``16GB``, ``Passport 8500`` / ``9500ci``,
     version 7 / 8) and the titles are otherwise equal (:data:`OTHERWISE_EQUAL`), the two are other
-    sizes, capacities or versions of one product line.
+    sizes, capacities or versions of one product line. Odometer readings are compared apart, with
+    a tolerance (:func:`mileages_agree`): a repost states its vehicle's mileage a little higher,
+    which is no conflict; two readings far apart in otherwise equal titles are one.
 
     Args:
         a, b: titles (None or blank means missing).
@@ -805,16 +836,16 @@ def numbers_conflict(a: Any, b: Any) -> float | None:
     return numbers_conflict_parts(_title_parts(str(a)), _title_parts(str(b)))
 
 
-def numbers_conflict_parts(a: tuple[frozenset[str], frozenset[str]],
-                           b: tuple[frozenset[str], frozenset[str]]) -> float | None:
+def numbers_conflict_parts(a: TitleParts, b: TitleParts) -> float | None:
     """:func:`numbers_conflict` of two titles' :func:`_title_parts` (which the scorer keeps per
     record, :meth:`daemon.scoring.side.Side.title_parts`): 0.0 on a conflict, else None."""
-    (na, wa), (nb, wb) = a, b
-    if not na or not nb:
-        return None
-    small, large = (na, nb) if len(na) <= len(nb) else (nb, na)
-    if small <= large or _covered(small, large):
-        return None
+    (na, wa, ma), (nb, wb, mb) = a, b
+    if not (ma and mb and not mileages_agree(ma, mb)):  # no mileage conflict: the numbers decide
+        if not na or not nb:
+            return None
+        small, large = (na, nb) if len(na) <= len(nb) else (nb, na)
+        if small <= large or _covered(small, large):
+            return None
     if not wa or not wb or len(wa & wb) < OTHERWISE_EQUAL * min(len(wa), len(wb)):
         return None
     return 0.0

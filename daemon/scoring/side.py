@@ -136,8 +136,8 @@ class Side:
                 v = self.memo["title_codes"] = m.record_title_models(self.fields)
         return v  # type: ignore[no-any-return]
 
-    def title_parts(self) -> tuple[frozenset[str], frozenset[str]] | None:
-        """The title's ``(numbers, words)`` (:func:`~daemon.scoring.metrics._title_parts`, as
+    def title_parts(self) -> m.TitleParts | None:
+        """The title's ``(numbers, words, mileages)`` (:func:`~daemon.scoring.metrics._title_parts`, as
         :func:`~daemon.scoring.metrics.numbers_conflict` and
         :func:`~daemon.scoring.metrics.colours_conflict` read them), or None without a title."""
         return self._of_title("title_parts", m._title_parts)

@@ -91,6 +91,76 @@ def is_calendar(word: str) -> bool:
     return _YEAR_SPAN.fullmatch(word) is not None
 
 
+_DISTANCE = r"(\d{1,3}(?:[ .,'’]\d{3})+|\d+(?:[.,]\d{1,2})?) ?(k)?"
+_NOT_A_YEAR = r"(?!(?:19|20)\d\d(?![\d.,]))"
+_ODOMETER = re.compile(
+    r"(?<![\w.,'’])" + _DISTANCE + r" ?(km|kms|kilometres|kilometers|kilometre|kilometer|mi|mile|miles)(?!\w)"
+    r"(?! ?:? ?" + _NOT_A_YEAR + r"\d)"
+    r"|(?<!\w)(km|kms|mileage|kilometrage|odometer) ?:? ?" + _NOT_A_YEAR + _DISTANCE + r"(?!\w)")
+"""A vehicle's distance with its unit or label. Either a number (thousands grouped by a space,
+dot, comma or apostrophe, ``85 000``, ``85.000``, ``85,000``; or plain, ``85000``, ``85.5``), an
+optional ``k`` (thousands: ``85k km``) and a kilometre or mile unit, with or without a space
+(``85000km``), not followed by another number unless that one is a year (in ``2015 km 85.000`` the
+reading is the number after ``km``, not the year before it); or a label, ``km``, ``mileage``,
+``kilometrage`` or ``odometer``, then such a number that is not a year (``km 85.000``,
+``mileage: 120k``)."""
+_ODOMETER_GATE = re.compile(r"\d ?k? ?(?:km|kilom|mi)|(?:km|mileage|kilometrage|odometer) ?:? ?\d")
+MIN_ODOMETER = 1000
+"""The smallest distance read as an odometer reading (in kilometres or miles, as written): a
+vehicle's mileage is thousands of kilometres, while a product's own distances are below a
+thousand (a radio's ``22 mile`` range, an e-bike's ``80 km``, a ``5 km`` cable run) and stay
+numbers of the title, which tell two products apart. A new car shown with ``10 km`` is left as a
+number too."""
+KM_PER_MILE = 1.609344
+
+
+def odometer_readings(normalised: str) -> list[int]:
+    """The odometer readings of a normalised text, in kilometres (:data:`_ODOMETER`, at least
+    :data:`MIN_ODOMETER` in the written unit; miles × :data:`KM_PER_MILE`; after a ``mileage`` or
+    ``odometer`` label, which names no unit, as written): ``"vw golf 2015 85 000 km"`` →
+    ``[85000]``, ``"120k miles"`` → ``[193121]``, ``"fiat panda 2015 km 85.000"`` → ``[85000]``. A mileage says how far a vehicle
+    has gone, not which one it is: a seller's repost states it again a few hundred kilometres on.
+
+    Returns:
+        The readings rounded to a kilometre, in order of appearance; at most :data:`MAX_ITEMS`.
+    """
+    if not _ODOMETER_GATE.search(normalised):
+        return []
+    out: list[int] = []
+    for m in _ODOMETER.finditer(normalised):
+        number, thousands, unit = (m[1], m[2], m[3]) if m[1] else (m[5], m[6], m[4])
+        value = _distance(number, thousands)
+        if value >= MIN_ODOMETER:  # a label other than km (mileage, odometer) names no unit: as written
+            out.append(round(value * (KM_PER_MILE if unit.startswith("mi") and unit != "mileage" else 1.0)))
+    return _unique_ints(out)
+
+
+def without_odometer(normalised: str) -> str:
+    """``normalised`` with each odometer reading (:func:`odometer_readings`) blanked out, so that
+    its digits are read neither as a catalogue number (``85000`` in ``vw golf 2015 85000 km``) nor,
+    with the year before it, as a phone number (``2015 85000``). Readings under
+    :data:`MIN_ODOMETER` are kept. Returns the text unchanged when it holds none."""
+    if not _ODOMETER_GATE.search(normalised):
+        return normalised
+    return _ODOMETER.sub(lambda m: " " if _distance(*((m[1], m[2]) if m[1] else (m[5], m[6]))) >= MIN_ODOMETER
+                         else m[0], normalised)
+
+
+def _distance(number: str, thousands: str) -> float:
+    """The value of an :data:`_ODOMETER` match's number and ``k``: groups of three after a
+    separator are thousands (``85.000`` is 85,000), otherwise a dot or comma is a decimal point
+    (``85.5k`` is 85,500)."""
+    if len(number) > 4 and number[-4] in " .,'’" and number[-3:].isdigit():
+        value = float(re.sub(r"[ .,'’]", "", number))
+    else:
+        value = float(number.replace(",", "."))
+    return value * 1000 if thousands else value
+
+
+def _unique_ints(items: list[int]) -> list[int]:
+    return list(dict.fromkeys(items))[:MAX_ITEMS]
+
+
 def is_price(word: str, joined: str, price: float | None) -> bool:
     """Whether a catalogue-number word of a title is the record's own price written in it
     (``iPhone 12 - 45000`` at price 45,000; ``1299.99`` at 1,299.99; ``45.000`` at 45,000): its
@@ -143,7 +213,8 @@ def price_value(value: object) -> float | None:
 def title_codes(normalised_title: str, pieces: list[str] | None = None, price: float | None = None) -> tuple[str, ...]:
     """The codes of a title alone: its model numbers (:func:`model_numbers`) and its all-digit
     catalogue numbers of 5 to 12 digits once ``-./`` are removed (``3780001``), other than dates
-    and spans of years (:func:`is_calendar`) and the record's own price (:func:`is_price`): the
+    and spans of years (:func:`is_calendar`), the record's own price (:func:`is_price`) and a
+    vehicle's mileage (:func:`odometer_readings`, ``85000 km``): the
     product the listing is about, whereas a body may name compatible products too. Stored in the
     signature (``title_codes``), so the scorer does not derive them again for every candidate it
     reads (``daemon.scoring.metrics.title_models``, the same function).
@@ -157,7 +228,7 @@ def title_codes(normalised_title: str, pieces: list[str] | None = None, price: f
     """
     codes = set(model_numbers_from_words(normalised_title.split() if pieces is None else pieces))
     if _CODE_RUN.search(normalised_title):  # else no word can be a catalogue number
-        for w in words(normalised_title):
+        for w in words(without_odometer(normalised_title)):
             # A word starts with a letter or digit (words()), so a catalogue number's word starts
             # with a digit and has 5 characters or more: the others are skipped without the regexes.
             if len(w) >= 5 and w[0].isdecimal():
@@ -203,13 +274,16 @@ def _piece_model_numbers(piece: str) -> tuple[str, ...]:
 
 
 def phone_numbers(normalised: str) -> list[str]:
-    """Phone numbers: digit runs (with spaces, dots, dashes, parentheses, leading ``+``) of 8–15 digits.
+    """Phone numbers: digit runs (with spaces, dots, dashes, parentheses, leading ``+``) of 8–15 digits,
+    odometer readings left out first (:func:`without_odometer`: ``2015 85000 km`` is a year and a
+    mileage, not the phone ``201585000``).
 
     Returns:
         Digits only (``"+33 6 12-34-56-78"`` → ``"33612345678"``); at most :data:`MAX_ITEMS`.
     """
     if not (_PHONE_GATE_ASCII if normalised.isascii() else _PHONE_GATE).search(normalised):
         return []
+    normalised = without_odometer(normalised)
     out: list[str] = []
     for m in _PHONE.findall(normalised):
         digits = "".join(c for c in m if c.isdigit())
