@@ -460,6 +460,55 @@ def test_a_mileage_is_no_model_number_and_a_repost_with_a_higher_one_is_a_duplic
     assert radio.reasons["numbers"]["similarity"] == 0
 
 
+@pytest.mark.parametrize(("text", "left"), [
+    ("2 bed flat €1500/month", "2 bed flat"),
+    ("2 bed flat - 1500 eur", "2 bed flat -"),
+    ("£1,500 pcm, 2 bed", ", 2 bed"),
+    ("sofa 3 seater 250€ negotiable", "sofa 3 seater negotiable"),
+    ("us$ 1,500", "us"),
+    ("chf 1500.- obo", "obo"),
+    ("lot of 3, 250k€", "lot of 3,"),
+    ("flat 1500/month", "flat"),
+    ("dumbbell 10 pounds", "dumbbell 10 pounds"),  # a weight, not money
+    ("sanus euro foundations efsatb", "sanus euro foundations efsatb"),  # a currency word without an amount
+    ("samsung 50,000 btu", "samsung 50,000 btu"),
+])
+def test_amounts_of_money_are_blanked_from_a_text(text: str, left: str) -> None:
+    """An amount with a currency symbol or code before or after it, or with a rent's period, is
+    an amount of money; weights, currency words without an amount and bare numbers are not."""
+    from daemon.signatures import without_prices
+
+    assert " ".join(without_prices(text).split()) == left
+
+
+def test_a_price_in_the_title_is_no_number_and_a_repost_whose_price_dropped_is_a_duplicate() -> None:
+    """Classified ads write the price in the title. A repost whose price dropped is at least
+    ``potential_duplicate``: in a record with a price an amount of money is neither a title number
+    nor a model number (``€1500/month`` read as ``1500MONTH`` before), and a bare number equal to
+    each record's own price, when both titles state theirs, is left to the price field. Other
+    numbers still tell two items apart (64GB / 128GB at one price), and in a record without a price
+    (a headline) an amount is a number like any other."""
+    body = "Bright 2 bedroom flat near the metro, 2nd floor, renovated kitchen, available now."
+    for first, again, p1, p2 in (("2 bed flat €1500/month", "2 bed flat €1450/month", 1500, 1450),
+                                 ("2 bed flat £1,500 pcm", "2 bed flat £1,450 pcm", 1500, 1450),
+                                 ("2 bed flat - 1500 EUR", "2 bed flat - 1450 EUR", 1500, 1450),
+                                 ("Sofa 3 seater 250€ negotiable", "Sofa 3 seater 200€ negotiable", 250, 200),
+                                 ("iPhone 12 64GB black - 450", "iPhone 12 64GB black - 420", 450, 420)):
+        repost = _pair({"title": first, "body": body, "price": p1}, {"title": again, "body": body, "price": p2})
+        assert decide(repost.score, CFG) is not None, repost.summary()
+        assert not {"models", "numbers"} & set(repost.reasons), repost.summary()
+    assert m.title_models("2 bed flat €1500/month", 1500.0) == frozenset()
+    assert m._title_parts("2 bed flat - 1500 EUR", 1450.0)[0] == frozenset({"2"})
+    # a record without a price (a headline): an amount is what it reports, a number of its title
+    assert m.title_numbers("Apple to pay $450 million") == frozenset({"450"})
+    fines = _pair({"title": "Bank fined $450 million over rates"}, {"title": "Bank fined $400 million over rates"})
+    assert fines.reasons["numbers"]["similarity"] == 0, fines.summary()
+    other = _pair({"title": "iPhone 12 64GB black - 450", "price": 450}, {"title": "iPhone 12 128GB black - 450", "price": 450})
+    assert other.reasons["numbers"]["similarity"] == 0, other.summary()
+    # a number equal to the price on one side only is still a number (a spec the other omits)
+    assert m.numbers_conflict_parts(m._title_parts("Sofa 3 seater - 250", 250.0), m._title_parts("Sofa 3 seater - 200", None)) == 0.0
+
+
 def test_prefix_matching_by_sets_equals_the_walk() -> None:
     """_matches_set (set look-ups, memoised prefixes) gives the walk's answer (the rule as written,
     tests/scoring_reference.py) on random codes over a small alphabet, where equal codes and

@@ -438,7 +438,10 @@ def _detail(spec: FieldSpec, sim: float, a_fields: Mapping[str, Any], b_fields: 
     :func:`_title_codes_shown`)."""
     label = _LABELS.get(spec.name, spec.name)
     if spec.metric == "numbers":
-        (na, _, ma), (nb, _, mb) = m._title_parts(str(a_fields["title"])), m._title_parts(str(b_fields["title"]))
+        (na, _, ma, pa), (nb, _, mb, pb) = (m._title_parts(str(f["title"]), m.price_value(f.get("price")))
+                                            for f in (a_fields, b_fields))
+        if pa and pb:
+            na, nb = na - pa, nb - pb
         if not m.mileages_agree(ma, mb):
             return f"different mileage ({min(ma):,} / {min(mb):,} km)"
         return f"different numbers ({' '.join(sorted(na - nb)[:2])} / {' '.join(sorted(nb - na)[:2])})"

@@ -31,6 +31,7 @@ from daemon.signatures import (  # MAX_PRICE and price_value: the signer reads p
     price_value,
     title_codes,
     without_odometer,
+    without_prices,
     words,
 )
 
@@ -757,31 +758,40 @@ def variants_conflict_parts(a: tuple[frozenset[str], frozenset[str]],
     return None
 
 
-TitleParts = tuple[frozenset[str], frozenset[str], frozenset[int]]
-"""``(numbers, words, mileages)`` of a title (:func:`_title_parts`)."""
+TitleParts = tuple[frozenset[str], frozenset[str], frozenset[int], frozenset[str]]
+"""``(numbers, words, mileages, priced)`` of a title (:func:`_title_parts`)."""
 
 
 @lru_cache(maxsize=65_536)
-def _title_parts(title: str) -> TitleParts:
-    """``(numbers, words, mileages)`` of a title: the numbers of :func:`title_numbers`, the set of
-    its other words (no digit in them; split at ``-./``, single letters left out) and its odometer
-    readings in kilometres (:func:`daemon.signatures.odometer_readings`; their digits are in
-    neither of the other two)."""
+def _title_parts(title: str, price: float | None = None) -> TitleParts:
+    """``(numbers, words, mileages, priced)`` of a title: the numbers of :func:`title_numbers`, the
+    set of its other words (no digit in them; split at ``-./``, single letters left out), its
+    odometer readings in kilometres (:func:`daemon.signatures.odometer_readings`) and those of its
+    numbers that equal the record's own ``price`` (:func:`price_value` of its price field, to the
+    cent; empty without one). Odometer readings are left out of the numbers and the words, and so
+    are amounts of money (:func:`daemon.signatures.without_prices`: ``1500 EUR``, ``€1500/month``)
+    in the title of a record with a price: a listing's own price or rent, which its price field
+    compares. A record without one (a headline) keeps them: ``$450 million`` is what it reports."""
     nums: set[str] = set()
     plain: set[str] = set()
     normalised = normalise_text(title)
     mileages = frozenset(odometer_readings(normalised))
-    for w in words(normalise_text(_THOUSANDS.sub("", without_odometer(normalised) if mileages else title))):
+    cleaned = without_odometer(normalised) if mileages else normalised
+    if price is not None:
+        cleaned = without_prices(cleaned)
+    for w in words(normalise_text(_THOUSANDS.sub("", title if cleaned == normalised else cleaned))):
         if not _has_digit(w):
             plain.update([x for x in _SPLIT_CODE.split(w) if len(x) > 1])
         elif not model_numbers(w):
             nums.update(_canonical_number(n) for n in _NUMBER.findall(w)
                         if len(n.split(".")[0]) <= MAX_NUMBER_DIGITS)
-    return frozenset(nums), frozenset(plain), mileages
+    priced = frozenset(n for n in nums if abs(float(n) - price) < 0.005) if price is not None else frozenset()
+    return frozenset(nums), frozenset(plain), mileages, priced
 
 
 def title_numbers(title: str) -> frozenset[str]:
-    """The numbers of a title that are not inside a model number nor an odometer reading and have
+    """The numbers of a title that are not inside a model number, an amount of money nor an
+    odometer reading and have
     at most :data:`MAX_NUMBER_DIGITS` digits before the point: sizes, capacities, versions,
     generations (``40'``, ``120GB``, ``7th``, ``Windows 7``, ``Passport 8500``, ``9500ci``), as
     canonical decimal strings (``"2.0"`` -> ``"2"``; ``"50,000"`` is one 5-digit number, so left
@@ -822,7 +832,11 @@ def numbers_conflict(a: Any, b: Any) -> float | None:
     omits), so one number set covering the other is no evidence either way; when each title has a
     number the other lacks (``40'`` / ``46'``, ``120GB`` / ``16GB``, ``Passport 8500`` / ``9500ci``,
     version 7 / 8) and the titles are otherwise equal (:data:`OTHERWISE_EQUAL`), the two are other
-    sizes, capacities or versions of one product line. Odometer readings are compared apart, with
+    sizes, capacities or versions of one product line. In listings with a price, amounts of money
+    are no such numbers (``Sofa 3 seater 250€`` then ``200€``: a repost whose price dropped; this
+    string form, without prices, keeps them), nor are the numbers that
+    equal each record's own price when both titles state theirs (``- 450`` then ``- 420``); the
+    price field compares prices. Odometer readings are compared apart, with
     a tolerance (:func:`mileages_agree`): a repost states its vehicle's mileage a little higher,
     which is no conflict; two readings far apart in otherwise equal titles are one.
 
@@ -839,7 +853,9 @@ def numbers_conflict(a: Any, b: Any) -> float | None:
 def numbers_conflict_parts(a: TitleParts, b: TitleParts) -> float | None:
     """:func:`numbers_conflict` of two titles' :func:`_title_parts` (which the scorer keeps per
     record, :meth:`daemon.scoring.side.Side.title_parts`): 0.0 on a conflict, else None."""
-    (na, wa, ma), (nb, wb, mb) = a, b
+    (na, wa, ma, pa), (nb, wb, mb, pb) = a, b
+    if pa and pb:  # each title states its record's own price: the price field compares those
+        na, nb = na - pa, nb - pb
     if not (ma and mb and not mileages_agree(ma, mb)):  # no mileage conflict: the numbers decide
         if not na or not nb:
             return None

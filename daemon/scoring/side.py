@@ -137,10 +137,11 @@ class Side:
         return v  # type: ignore[no-any-return]
 
     def title_parts(self) -> m.TitleParts | None:
-        """The title's ``(numbers, words, mileages)`` (:func:`~daemon.scoring.metrics._title_parts`, as
+        """The title's ``(numbers, words, mileages, priced)`` with the record's price
+        (:func:`~daemon.scoring.metrics._title_parts`, as
         :func:`~daemon.scoring.metrics.numbers_conflict` and
         :func:`~daemon.scoring.metrics.colours_conflict` read them), or None without a title."""
-        return self._of_title("title_parts", m._title_parts)
+        return self._of_title("title_parts", lambda title: m._title_parts(title, self.price()))
 
     def variant_parts(self) -> tuple[frozenset[str], frozenset[str]] | None:
         """The title's ``(codes, words)`` (:func:`~daemon.scoring.metrics._variant_parts`, as

@@ -161,6 +161,39 @@ def _unique_ints(items: list[int]) -> list[int]:
     return list(dict.fromkeys(items))[:MAX_ITEMS]
 
 
+_CURRENCY_WORDS = (r"eur|euros?|usd|gbp|chf|dollars?|sek|nok|dkk|pln|zł|czk|huf|ron|inr|cad|aud|nzd|brl|mxn|zar|"
+                   r"yen|rmb|cny")
+_AMOUNT = r"(?:\d{1,3}(?:[ .,'’]\d{3})+|\d+)(?:[.,]\d{1,2})?(?: ?k)?"
+_PER = r"(?:(?: ?/ ?(?:month|mo|mth|week|wk|night|day|year|yr|an|mois|semaine|nuit|jour)|(?: ?pcm| ?pw))(?!\w))"
+_PRICE = re.compile(
+    r"(?:[€$£¥₹₽₺₩]|(?<!\w)(?:" + _CURRENCY_WORDS + r")) ?" + _AMOUNT + r"(?:[.,]-)?" + _PER + "?"
+    r"|(?<![\w.,'’])" + _AMOUNT + r" ?(?:[€$£¥₹₽₺₩]|(?:" + _CURRENCY_WORDS + r")(?!\w))" + _PER + "?"
+    r"|(?<![\w.,'’])" + _AMOUNT + _PER)
+"""An amount of money written in a text: a number (thousands grouped by a space, dot, comma or
+apostrophe; cents; an optional ``k``) with a currency symbol or code before or after it (``€1500``,
+``1.500 €``, ``250k€``, ``CHF 1500.-``, ``1500 EUR``, ``US$ 1,500``), or with a rent's period
+(``1500/month``, ``£1,500 pcm``). Not weights (``10 pounds``) nor bare numbers."""
+_PRICE_GATE = re.compile(r"[€$£¥₹₽₺₩]|\d ?(?:" + _CURRENCY_WORDS + r"|/|pcm|pw)|(?:" + _CURRENCY_WORDS + r") ?\d")
+
+
+def without_prices(normalised: str) -> str:
+    """``normalised`` with each amount of money (:data:`_PRICE`) blanked out: an ad's price or
+    rent says what the item costs, not which item it is, so its digits are read neither as a
+    catalogue number, a model number (``1500/month`` as ``1500month``), a phone number, nor a
+    number of the title (``2 bed flat - 1500 EUR`` then ``- 1450 EUR``: a repost whose price
+    dropped, which the price field compares with its tolerance). Returns the text unchanged when
+    it holds none.
+
+    Args:
+        normalised: text normalised by :func:`daemon.signatures.text.normalise_text`.
+    Returns:
+        The text with each amount replaced by a space.
+    """
+    if not _PRICE_GATE.search(normalised):
+        return normalised
+    return _PRICE.sub(" ", normalised)
+
+
 def is_price(word: str, joined: str, price: float | None) -> bool:
     """Whether a catalogue-number word of a title is the record's own price written in it
     (``iPhone 12 - 45000`` at price 45,000; ``1299.99`` at 1,299.99; ``45.000`` at 45,000): its
@@ -213,8 +246,11 @@ def price_value(value: object) -> float | None:
 def title_codes(normalised_title: str, pieces: list[str] | None = None, price: float | None = None) -> tuple[str, ...]:
     """The codes of a title alone: its model numbers (:func:`model_numbers`) and its all-digit
     catalogue numbers of 5 to 12 digits once ``-./`` are removed (``3780001``), other than dates
-    and spans of years (:func:`is_calendar`), the record's own price (:func:`is_price`) and a
-    vehicle's mileage (:func:`odometer_readings`, ``85000 km``): the
+    and spans of years (:func:`is_calendar`), the record's own price (:func:`is_price`), for a
+    record with a price any amount of money (:func:`without_prices`, ``€1500/month``: the listing's
+    price or rent, while in a headline without a price ``$450 million`` is what it reports) and a
+    vehicle's mileage
+    (:func:`odometer_readings`, ``85000 km``): the
     product the listing is about, whereas a body may name compatible products too. Stored in the
     signature (``title_codes``), so the scorer does not derive them again for every candidate it
     reads (``daemon.scoring.metrics.title_models``, the same function).
@@ -226,6 +262,10 @@ def title_codes(normalised_title: str, pieces: list[str] | None = None, price: f
     Returns:
         The distinct codes, sorted.
     """
+    if price is not None:  # a listing's title: an amount of money in it is its price, no code
+        priced = without_prices(normalised_title)
+        if priced != normalised_title:
+            normalised_title, pieces = priced, None
     codes = set(model_numbers_from_words(normalised_title.split() if pieces is None else pieces))
     if _CODE_RUN.search(normalised_title):  # else no word can be a catalogue number
         for w in words(without_odometer(normalised_title)):
@@ -275,15 +315,15 @@ def _piece_model_numbers(piece: str) -> tuple[str, ...]:
 
 def phone_numbers(normalised: str) -> list[str]:
     """Phone numbers: digit runs (with spaces, dots, dashes, parentheses, leading ``+``) of 8–15 digits,
-    odometer readings left out first (:func:`without_odometer`: ``2015 85000 km`` is a year and a
-    mileage, not the phone ``201585000``).
+    amounts of money and odometer readings left out first (:func:`without_prices`,
+    :func:`without_odometer`: ``2015 85000 km`` is a year and a mileage, not the phone ``201585000``).
 
     Returns:
         Digits only (``"+33 6 12-34-56-78"`` → ``"33612345678"``); at most :data:`MAX_ITEMS`.
     """
     if not (_PHONE_GATE_ASCII if normalised.isascii() else _PHONE_GATE).search(normalised):
         return []
-    normalised = without_odometer(normalised)
+    normalised = without_odometer(without_prices(normalised))
     out: list[str] = []
     for m in _PHONE.findall(normalised):
         digits = "".join(c for c in m if c.isdigit())
