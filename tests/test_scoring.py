@@ -509,6 +509,21 @@ def test_a_price_in_the_title_is_no_number_and_a_repost_whose_price_dropped_is_a
     assert m.numbers_conflict_parts(m._title_parts("Sofa 3 seater - 250", 250.0), m._title_parts("Sofa 3 seater - 200", None)) == 0.0
 
 
+def test_an_area_is_a_quantity_not_a_model_number() -> None:
+    """``65m2`` (square metres, as ads write ``m²``) is a surface, like ``16gb`` a capacity: no
+    model number, so an agency's two flats of one surface do not share a "model number"; the
+    surfaces still differ as numbers of the title (``65`` / ``80``)."""
+    from daemon.signatures import model_numbers
+
+    assert model_numbers("flat t3 65m2 lyon") == [] and model_numbers("loft 120m3") == []
+    assert model_numbers("kdl40v4100 lcd") == ["kdl40v4100"]  # a real model number still is one
+    body = "Bright flat near the metro, renovated kitchen."
+    same = _pair({"title": "Flat T3 65m2", "body": body, "price": 900}, {"title": "Flat T3 65m²", "body": body, "price": 880})
+    assert "models" not in same.reasons and decide(same.score, CFG) is not None, same.summary()
+    other = _pair({"title": "Flat T3 65m2", "body": body, "price": 900}, {"title": "Flat T3 80m2", "body": body, "price": 900})
+    assert other.reasons["numbers"]["similarity"] == 0, other.summary()
+
+
 def test_prefix_matching_by_sets_equals_the_walk() -> None:
     """_matches_set (set look-ups, memoised prefixes) gives the walk's answer (the rule as written,
     tests/scoring_reference.py) on random codes over a small alphabet, where equal codes and

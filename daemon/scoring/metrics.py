@@ -166,7 +166,7 @@ def _as_set(value: Any) -> set[str]:
 
 #: A quantity with a unit ("1080p", "120hz", "42in", "5disc", "18-70mm" -> "1870mm", "10x") or a
 #: dimension ("1920x1080"): mixes letters and digits like a model number but identifies nothing.
-_QUANTITY = re.compile(r"^(?:\d+[a-z]{1,5}|\d+x\d+)$")
+_QUANTITY = re.compile(r"^(?:\d+[a-z]{1,5}|\d+x\d+|\d+(?:m|cm|mm|km|ft)[23])$")
 
 
 #: Shared-prefix fraction of the longer value below which two model numbers count as disjoint.

@@ -23,8 +23,9 @@ _PHONE_GATE = re.compile(r"\d(?:[\s().\-]{0,2}\d){7}")
 # lookups rather than a Unicode digit / space test per character (~2x faster on ad text).
 _PHONE_GATE_ASCII = re.compile(r"[0-9](?:[\t\n\x0b\x0c\r\x1c-\x1f ().\-]{0,2}[0-9]){7}")
 _JOIN = re.compile(r"[-./]")
-# "40in", "16gb", "1080p", "2nd": a number with a unit or ordinal suffix is a quantity, not a model.
-_QUANTITY = re.compile(r"\d+[a-z]{1,3}")
+# "40in", "16gb", "1080p", "2nd": a number with a unit or ordinal suffix is a quantity, not a model;
+# so is an area or a volume ("65m2", as ads write m², "120m3", "800ft2").
+_QUANTITY = re.compile(r"\d+(?:[a-z]{1,3}|(?:m|cm|mm|km|ft)[23])")
 
 MIN_MODEL_LENGTH = 4
 """Shortest model number kept, counted on the joined form (``kdl40v4100`` has 10)."""
@@ -43,7 +44,8 @@ def _unique(items: list[str]) -> list[str]:
 def model_numbers(normalised: str) -> list[str]:
     """Model numbers: tokens mixing letters and digits, joined form (``-./`` removed) of length ≥ 4.
 
-    Quantities (digits then at most three letters: ``40in``, ``16gb``, ``1080p``, ``2nd``) are skipped.
+    Quantities (digits then at most three letters: ``40in``, ``16gb``, ``1080p``, ``2nd``; an area or
+    volume: ``65m2``, ``120m3``) are skipped.
 
     Args:
         normalised: normalised text.
