@@ -524,6 +524,25 @@ def test_an_area_is_a_quantity_not_a_model_number() -> None:
     assert other.reasons["numbers"]["similarity"] == 0, other.summary()
 
 
+def test_one_phone_with_and_without_its_country_code_is_the_same_phone() -> None:
+    """A repost that writes the seller's number with its country code (or without the trunk
+    prefix) has the same phone, by the last nine digits; another number is still a different
+    phone, and ``suffix_digits = 0`` compares numbers whole, as before."""
+    title = {"title": "iPhone 12 64GB black"}
+    for one, other in (("06 12 34 56 78", "+33 6 12 34 56 78"), ("07700 900123", "+44 7700 900123"),
+                       ("(555) 123-4567", "+1 555 123 4567"), ("0612345678", "0033612345678")):
+        p = _pair({**title, "body": f"Call {one}.", "price": 450}, {**title, "body": f"Call {other}.", "price": 440})
+        assert p.reasons["phones"]["similarity"] == 1.0 and decide(p.score, CFG) is not None, p.summary()
+    other = _pair({**title, "body": "Call 06 12 34 56 78.", "price": 450}, {**title, "body": "Call 07 12 34 56 78.", "price": 440})
+    assert other.reasons["phones"]["similarity"] == 0.0, other.summary()
+    whole = ScoringConfig.from_mapping({"fields": {"phones": {"metric": "exact", "weight": 1.5, "suffix_digits": 0}}})
+    assert _pair({**title, "body": "Call 06 12 34 56 78."}, {**title, "body": "Call +33 6 12 34 56 78."},
+                 whole).reasons["phones"]["similarity"] == 0.0
+    assert m.digit_suffixes(frozenset({"33612345678", "abc123", "12345"}), 9) == {"612345678", "abc123", "12345"}
+    with pytest.raises(ConfigError, match="suffix_digits"):
+        ScoringConfig.from_mapping({"fields": {"phones": {"metric": "exact", "weight": 1, "suffix_digits": -1}}})
+
+
 def test_prefix_matching_by_sets_equals_the_walk() -> None:
     """_matches_set (set look-ups, memoised prefixes) gives the walk's answer (the rule as written,
     tests/scoring_reference.py) on random codes over a small alphabet, where equal codes and

@@ -183,13 +183,13 @@ def comparator(spec: FieldSpec) -> Comparator:
         iq, negative, min_len = p["ignore_quantities"], p["negative"], p["partial_min_len"]
         kw = {"partial": p["partial"], "partial_min_len": min_len, "negative": negative,
               "common_prefix": p["common_prefix"]}
-        exact_sets, verdict = m.exact_similarity_sets, m.title_codes_verdict
+        exact_sets, verdict, tail = m.exact_similarity_sets, m.title_codes_verdict, p["suffix_digits"]
 
         def exact(a: Side, b: Side) -> float | None:
-            sa = a.identifier_set(name, iq)
+            sa = a.identifier_set(name, iq, tail)
             if not sa:  # the common case for phones and e-mails: no evidence, nothing to compare
                 return None
-            sb = b.identifier_set(name, iq)
+            sb = b.identifier_set(name, iq, tail)
             return exact_sets(sa, sb, **kw) if sb else None
         if not p["title_first"]:
             return exact

@@ -54,9 +54,11 @@ METRIC_PARAMS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
         # when one title's model number is named anywhere in the other record (a typo in a title);
         # one title's all-digit item number against the other's letters-and-digits model number is
         # no evidence either way (two numbering schemes: metrics.separate_schemes).
+        # suffix_digits: compare digit-only values by their last N digits (phone numbers written
+        # with and without the country code, metrics.digit_suffixes); 0 compares them whole.
         "exact": MappingProxyType(
             {"partial": 0.0, "partial_min_len": 4, "negative": True, "ignore_quantities": False,
-             "common_prefix": True, "title_first": False}
+             "common_prefix": True, "title_first": False, "suffix_digits": 0}
         ),
         # Relative price difference |a-b| / max(a, b): 1 when equal, 0 at `tolerance` and beyond.
         "price": MappingProxyType({"tolerance": 0.3}),
@@ -121,6 +123,15 @@ EVIDENCE = ("both", "positive")
 #:
 #: With title 0.95 and body 0.5 alike, one such conflict takes a pair from 84 to about 56 (not
 #: flagged); a conflict-free pair is unaffected.
+PHONE_SUFFIX_DIGITS = 9
+"""Digits by which two phone numbers are compared, from the right (the ``phones`` field's
+``suffix_digits``): a seller writes one number with or without the country code and trunk prefix
+(``06 12 34 56 78`` / ``+33 6 12 34 56 78``, ``07700 900123`` / ``+44 7700 900123``, ``(555)
+123-4567`` / ``+1 555 123 4567``), which leave the last nine digits alone; nine tell apart the
+numbers of one country's plan (French mobiles ``06…`` and ``07…`` differ in the ninth digit from
+the right). Numbers of fewer digits are compared whole."""
+
+
 DEFAULT_FIELDS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
     {
         "title": {"metric": "token_set", "weight": 3.0},
@@ -133,7 +144,7 @@ DEFAULT_FIELDS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
         "variants": {"metric": "variants", "weight": 3.0},
         "price_gap": {"metric": "price_gap", "weight": 2.0, "gap": 0.5},
         "body": {"metric": "jaccard", "weight": 1.0},
-        "phones": {"metric": "exact", "weight": 1.5},
+        "phones": {"metric": "exact", "weight": 1.5, "suffix_digits": PHONE_SUFFIX_DIGITS},
         "emails": {"metric": "exact", "weight": 1.5},
         "price": {"metric": "price", "weight": 1.0, "tolerance": 0.3},
         "location": {"metric": "geo", "weight": 1.0, "radius_m": 2000.0},
@@ -397,6 +408,8 @@ def _parse_field(name: str, entry: Mapping[str, Any], prefix: str) -> FieldSpec:
             value = _number(entry, pname, pdefault, prefix, lo=0.0, hi=1.0)
         elif pname == "partial_min_len":
             value = _integer(entry, pname, pdefault, prefix, lo=1)
+        elif pname == "suffix_digits":
+            value = _integer(entry, pname, pdefault, prefix, lo=0)
         elif pname == "gap":
             value = _number(entry, pname, pdefault, prefix, lo=0.0, hi=1.0, lo_open=True)
         elif pname in ("negative", "ignore_quantities", "common_prefix", "title_first", "relative"):

@@ -256,6 +256,16 @@ def _normalised_set(values: frozenset[Any], ignore_quantities: bool) -> frozense
     return _normalised_uncached(values, ignore_quantities)
 
 
+def digit_suffixes(values: frozenset[str], digits: int) -> frozenset[str]:
+    """``values`` (normalised by :func:`normalised_identifiers`) with each all-digit value longer
+    than ``digits`` cut to its last ``digits`` digits (phone numbers with and without the country
+    code and trunk prefix compare equal: ``33612345678`` and ``0612345678`` both give
+    ``612345678``); other values unchanged. ``digits`` 0 returns ``values``."""
+    if not digits:
+        return values
+    return frozenset(v[-digits:] if len(v) > digits and v.isdigit() else v for v in values)
+
+
 def exact_similarity_sets(
     sa: frozenset[str] | set[str], sb: frozenset[str] | set[str], *, partial: float = 0.0,
     partial_min_len: int = 4, negative: bool = True, common_prefix: bool = True,

@@ -107,13 +107,16 @@ class Side:
         raw = self.sig.get(name)
         return raw if isinstance(raw, list) else self.fields.get(name)
 
-    def identifier_set(self, name: str, ignore_quantities: bool = False) -> frozenset[str]:
+    def identifier_set(self, name: str, ignore_quantities: bool = False, suffix_digits: int = 0) -> frozenset[str]:
         """:meth:`identifiers` normalised as :func:`~daemon.scoring.metrics.exact_similarity`
-        compares them (case-folded, alphanumerics only), quantities left out on request."""
-        key = ("ids", name, ignore_quantities)
+        compares them (case-folded, alphanumerics only), quantities left out on request, all-digit
+        values cut to their last ``suffix_digits`` digits when above 0
+        (:func:`~daemon.scoring.metrics.digit_suffixes`)."""
+        key = ("ids", name, ignore_quantities, suffix_digits)
         v = self.memo.get(key)
         if v is None:
-            v = self.memo[key] = m.normalised_identifiers(self.identifiers(name), ignore_quantities)
+            v = m.digit_suffixes(m.normalised_identifiers(self.identifiers(name), ignore_quantities), suffix_digits)
+            self.memo[key] = v
         return v  # type: ignore[no-any-return]
 
     def title(self) -> str | None:
