@@ -543,6 +543,22 @@ def test_one_phone_with_and_without_its_country_code_is_the_same_phone() -> None
         ScoringConfig.from_mapping({"fields": {"phones": {"metric": "exact", "weight": 1, "suffix_digits": -1}}})
 
 
+def test_garment_sizes_tell_two_items_apart_as_colours_do() -> None:
+    """A seller's dress in size M and in size L, or a hoodie in XL and XXL, are two items ("different
+    size"); a lone letter names no size without its label, and a size named by one title only is no
+    evidence (a repost that drops it)."""
+    body = "Worn twice, like new, smoke-free home."
+    for one, other, shown in (("Zara summer dress size M", "Zara summer dress size L", "(m / l)"),
+                              ("Zara summer dress, taille M", "Zara summer dress, taille S", "(m / s)"),
+                              ("Nike hoodie XL black", "Nike hoodie XXL black", "(xl / xxl)")):
+        p = _pair({"title": one, "body": body, "price": 20}, {"title": other, "body": body, "price": 20})
+        assert p.reasons["colours"]["similarity"] == 0 and decide(p.score, CFG) is None, p.summary()
+        assert f"different size {shown}" in p.summary()
+    for one, other in (("Zara summer dress size M", "Zara summer dress"), ("Nike hoodie XL black", "Nike hoodie size XL black"),
+                       ("BMW M3 coupe", "BMW M5 coupe"), ("LG White Capacity Electric Dryer", "LG XL Capacity Electric Dryer")):
+        assert m.colours_conflict(one, other) is None, (one, other)
+
+
 def test_prefix_matching_by_sets_equals_the_walk() -> None:
     """_matches_set (set look-ups, memoised prefixes) gives the walk's answer (the rule as written,
     tests/scoring_reference.py) on random codes over a small alphabet, where equal codes and

@@ -446,9 +446,13 @@ def _detail(spec: FieldSpec, sim: float, a_fields: Mapping[str, Any], b_fields: 
             return f"different mileage ({min(ma):,} / {min(mb):,} km)"
         return f"different numbers ({' '.join(sorted(na - nb)[:2])} / {' '.join(sorted(nb - na)[:2])})"
     if spec.metric == "colours":
-        ca = m.COLOURS & _title_words(a_fields)
-        cb = m.COLOURS & _title_words(b_fields)
-        return f"different colour ({' '.join(sorted(ca - cb)[:2])} / {' '.join(sorted(cb - ca)[:2])})"
+        wa, wb = _title_words(a_fields), _title_words(b_fields)
+        ca, cb = m.COLOURS & wa, m.COLOURS & wb
+        kind = "colour"
+        if ca <= cb or cb <= ca:  # the conflict is in the sizes
+            ca, cb, kind = m.SIZES & wa, m.SIZES & wb, "size"
+        show = lambda xs: " ".join(x.removeprefix("size:") for x in sorted(xs)[:2])  # noqa: E731
+        return f"different {kind} ({show(ca - cb)} / {show(cb - ca)})"
     if spec.metric == "variants":
         ca, cb = m._variant_parts(str(a_fields["title"]))[0], m._variant_parts(str(b_fields["title"]))[0]
         return f"different code ({' '.join(sorted(ca - cb)[:2]).upper()} / {' '.join(sorted(cb - ca)[:2]).upper()})"

@@ -616,6 +616,17 @@ COLOURS = frozenset((
 ))
 """Colour words (English, French) recognised in titles by :func:`colours_conflict`."""
 
+_LETTER_SIZES = ("xxs", "xs", "s", "m", "l", "xl", "xxl", "xxxl")
+SIZES = frozenset(("xxs", "xs", "xl", "xxl", "xxxl", *(f"size:{s}" for s in _LETTER_SIZES)))
+"""Garment sizes recognised in titles by :func:`colours_conflict`: the letter sizes of two letters
+or more as words (``XL``), and any letter size after a size label as ``size:<letter>`` (``size M``,
+``taille S``, ``Gr. L``: a lone ``M`` names no size without it). A seller's dress in M and in L is
+two items, as are a black and a red one. Number sizes (``42`` / ``43``, ``2XL`` / ``3XL``) are
+numbers of the title (:func:`numbers_conflict`)."""
+_SIZE_LABEL = re.compile(r"(?<!\w)(?:size|taille|talla|taglia|grosse|gr|maat|tam)\.? ?:? ?(" + "|".join(
+    sorted(_LETTER_SIZES, key=len, reverse=True)) + r")(?!\w)")
+_VARIANT_WORDS = COLOURS | SIZES
+
 
 def colours_conflict(a: Any, b: Any) -> float | None:
     """Evidence against a match from the colours named in two otherwise equal titles.
@@ -624,7 +635,8 @@ def colours_conflict(a: Any, b: Any) -> float | None:
     dishwashers are two items. Each title naming a colour the other lacks (``Black`` / ``Red``,
     ``Cobalt/Black`` / ``Crimson/Black``) in otherwise equal titles (:data:`OTHERWISE_EQUAL`, colours
     aside) is evidence against; a colour named by one title only is none (``Graphite Black`` /
-    ``Black``, or no colour at all).
+    ``Black``, or no colour at all). Garment sizes (:data:`SIZES`: ``size M`` / ``size L``, ``XL`` /
+    ``XXL``) count as colours do.
 
     Returns:
         0.0 on a conflict, else None.
@@ -639,9 +651,11 @@ def colours_conflict_parts(a: TitleParts, b: TitleParts) -> float | None:
     record, :meth:`daemon.scoring.side.Side.title_parts`): 0.0 on a conflict, else None."""
     wa, wb = a[1], b[1]
     ca, cb = wa & COLOURS, wb & COLOURS
-    if not ca or not cb or ca <= cb or cb <= ca:
-        return None
-    pa, pb = wa - COLOURS, wb - COLOURS
+    if not ca or not cb or ca <= cb or cb <= ca:  # no colour conflict: a size conflict? (a colour
+        ca, cb = wa & SIZES, wb & SIZES  # on one side and a size on the other is none)
+        if not ca or not cb or ca <= cb or cb <= ca:
+            return None
+    pa, pb = wa - _VARIANT_WORDS, wb - _VARIANT_WORDS
     if not pa or not pb or len(pa & pb) < OTHERWISE_EQUAL * min(len(pa), len(pb)):
         return None
     return 0.0
@@ -775,7 +789,8 @@ TitleParts = tuple[frozenset[str], frozenset[str], frozenset[int], frozenset[str
 @lru_cache(maxsize=65_536)
 def _title_parts(title: str, price: float | None = None) -> TitleParts:
     """``(numbers, words, mileages, priced)`` of a title: the numbers of :func:`title_numbers`, the
-    set of its other words (no digit in them; split at ``-./``, single letters left out), its
+    set of its other words (no digit in them; split at ``-./``, single letters left out; a letter
+    size after a size label as ``size:<letter>``, :data:`SIZES`), its
     odometer readings in kilometres (:func:`daemon.signatures.odometer_readings`) and those of its
     numbers that equal the record's own ``price`` (:func:`price_value` of its price field, to the
     cent; empty without one). Odometer readings are left out of the numbers and the words, and so
@@ -795,6 +810,8 @@ def _title_parts(title: str, price: float | None = None) -> TitleParts:
         elif not model_numbers(w):
             nums.update(_canonical_number(n) for n in _NUMBER.findall(w)
                         if len(n.split(".")[0]) <= MAX_NUMBER_DIGITS)
+    if " " in normalised:  # a size label and its letter are two words
+        plain.update("size:" + s for s in _SIZE_LABEL.findall(normalised))
     priced = frozenset(n for n in nums if abs(float(n) - price) < 0.005) if price is not None else frozenset()
     return frozenset(nums), frozenset(plain), mileages, priced
 
