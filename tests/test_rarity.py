@@ -41,6 +41,34 @@ def test_weights_are_idf_relative_to_log_n_and_unknown_words_are_the_rarest() ->
     assert 0.0 <= w["oak"] < w["walnut"] < 1.0
 
 
+def test_an_all_digit_code_many_titles_carry_is_no_agreement() -> None:
+    """With a corpus snapshot in which a postcode is in more titles than COMMON_CODE_DOCUMENTS, an
+    agency's two flats sharing it no longer share a "model number" (the other fields decide); two
+    different postcodes still tell two flats apart, a rare all-digit code still counts, and a
+    letters-and-digits model number counts however common."""
+    from daemon.scoring.combine import COMMON_CODE_DOCUMENTS
+    from daemon.signatures import compute_signature
+
+    cfg = ScoringConfig.from_mapping({})
+    titles = [f"flat {i} rooms paris 75011 ref{i}" for i in range(COMMON_CODE_DOCUMENTS + 1)]
+    snapshot = _snapshot(titles + ["sony kdl40v4100 tv"] * (COMMON_CODE_DOCUMENTS + 1) + ["garage sale 4471203"])
+    with_snapshot = cfg.with_snapshot(snapshot)
+
+    def pair(a: dict[str, Any], b: dict[str, Any], c: ScoringConfig) -> Any:
+        return score_pair(a, compute_signature(a).to_document(), b, compute_signature(b).to_document(), c)
+
+    one = {"title": "Appartement 2 pièces 75011 Paris", "body": "Bright flat near the metro, 2nd floor.", "price": 1500}
+    two = {"title": "Appartement 2 pièces 75011 Paris", "body": "Quiet studio on the courtyard, 5th floor.", "price": 1500}
+    assert pair(one, two, cfg).reasons["models"]["similarity"] == 1.0
+    assert "models" not in pair(one, two, with_snapshot).reasons
+    elsewhere = {**two, "title": "Appartement 2 pièces 75015 Paris"}
+    assert pair(one, elsewhere, with_snapshot).reasons["models"]["similarity"] == 0.0
+    rare = ({"title": "Garage sale 4471203 tools"}, {"title": "Garage sale 4471203 tools and more"})
+    assert pair(*rare, with_snapshot).reasons["models"]["similarity"] == 1.0
+    tv = ({"title": "Sony KDL40V4100 TV"}, {"title": "Sony Bravia KDL40V4100 LCD"})
+    assert pair(*tv, with_snapshot).reasons["models"]["similarity"] == 1.0
+
+
 def test_weighted_overlap_counts_what_is_not_shared_by_its_rarity() -> None:
     r = _snapshot(CORPUS * 8 + ["chairs", "lamp", "walnut"])
 

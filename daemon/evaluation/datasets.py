@@ -13,7 +13,8 @@ import contextlib
 import csv
 import io
 import os
-from collections.abc import Mapping
+import random
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -270,3 +271,53 @@ def abt_buy(data_dir: Path, *, limit: int | None = None) -> Dataset:
     pairs = {p for p in read_pairs_csv(mapping_csv, prefixes=("abt:", "buy:"))
              if p[0] in keys and p[1] in keys}
     return Dataset("abt-buy", abt + buy, pairs)
+
+
+def write_labelled_set(out_dir: Path, columns: tuple[str, ...], records: list[dict[str, Any]],
+                       pairs: set[tuple[str, str]]) -> tuple[Path, Path]:
+    """Write a generated labelled set as ``nearsync evaluate`` reads one: ``out_dir/records.csv``
+    (``columns`` in that order, a header first; None written as an empty cell) and
+    ``out_dir/pairs.csv`` (``a,b``, the true pairs sorted), UTF-8; ``out_dir`` is created.
+
+    Returns:
+        The two paths. Raises OSError when ``out_dir`` cannot be written.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rec, pp = out_dir / "records.csv", out_dir / "pairs.csv"
+    with rec.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(columns)
+        w.writerows([("" if r[c] is None else r[c]) for c in columns] for r in records)
+    with pp.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["a", "b"])
+        w.writerows(sorted(pairs))
+    return rec, pp
+
+
+def with_reposts(rng: random.Random, originals: list[dict[str, Any]],
+                 repost: Callable[[dict[str, Any]], dict[str, Any]]) -> tuple[list[dict[str, Any]], set[tuple[str, str]]]:
+    """The reposts of a generated repost set: ``originals`` shuffled and numbered ``o0``, ``o1``...
+    (in place), then each reposted twice (probability 0.15), once (0.40) or not at all, by
+    ``repost(original)`` (a new dict), numbered ``r0``, ``r1``... and shuffled.
+
+    Args:
+        rng: the set's seeded generator (the same calls in the same order: the same set).
+        originals: the ads as dicts. repost: makes one repost of an ad.
+    Returns:
+        ``(reposts, pairs)``: the reposts, and the true pairs ``(original id, repost id)``.
+    """
+    rng.shuffle(originals)
+    for k, ad in enumerate(originals):
+        ad["id"] = f"o{k}"
+    reposts: list[dict[str, Any]] = []
+    pairs: set[tuple[str, str]] = set()
+    for ad in originals:
+        x = rng.random()
+        for _ in range(2 if x < 0.15 else 1 if x < 0.55 else 0):
+            copy = repost(ad)
+            copy["id"] = f"r{len(reposts)}"
+            reposts.append(copy)
+            pairs.add((ad["id"], copy["id"]))
+    rng.shuffle(reposts)
+    return reposts, pairs

@@ -25,14 +25,13 @@ Run ``python -m daemon.evaluation.reposts OUT_DIR [--seed N]``, then e.g. ``near
 from __future__ import annotations
 
 import argparse
-import csv
 import random
 import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from daemon.evaluation.datasets import abt_buy_files, default_data_dir, read_records_csv
+from daemon.evaluation.datasets import abt_buy_files, default_data_dir, read_records_csv, with_reposts, write_labelled_set
 from daemon.evaluation.loader import parse_price
 
 PROMOS = ("FREE SHIPPING", "Great deal!", "Must go - best offer", "Brand new in box", "Call or text today",
@@ -133,21 +132,7 @@ def build_reposts(data_dir: Path, *, seed: int = 17) -> tuple[list[dict[str, Any
             for ad in items[i : i + n]:
                 originals.append({**ad, "user": f"seller{seller:04d}"})
             i += n
-    rng.shuffle(originals)
-    for k, ad in enumerate(originals):
-        ad["id"] = f"o{k}"
-    reposts: list[dict[str, Any]] = []
-    pairs: set[tuple[str, str]] = set()
-    for ad in originals:
-        x = rng.random()
-        count = 2 if x < 0.15 else 1 if x < 0.55 else 0
-        for _ in range(count):
-            edits = rng.sample(EDITS, rng.randint(1, 3))
-            copy = repost(rng, ad, edits)
-            copy["id"] = f"r{len(reposts)}"
-            reposts.append(copy)
-            pairs.add((ad["id"], copy["id"]))
-    rng.shuffle(reposts)
+    reposts, pairs = with_reposts(rng, originals, lambda ad: repost(rng, ad, rng.sample(EDITS, rng.randint(1, 3))))
     return originals + reposts, pairs
 
 
@@ -161,18 +146,7 @@ def write_reposts(out_dir: Path, *, seed: int = 17, data_dir: Path | None = None
     if data is None:
         raise FileNotFoundError("shared/data (set NEARSYNC_DATA)")
     records, pairs = build_reposts(data, seed=seed)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    rec, pp = out_dir / "records.csv", out_dir / "pairs.csv"
-    with rec.open("w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(["id", "user", "title", "body", "price"])
-        for r in records:
-            w.writerow([r["id"], r["user"], r["title"], r["body"] or "", "" if r["price"] is None else r["price"]])
-    with pp.open("w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(["a", "b"])
-        w.writerows(sorted(pairs))
-    return rec, pp
+    return write_labelled_set(out_dir, ("id", "user", "title", "body", "price"), records, pairs)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -159,10 +159,23 @@ Comparator = Callable[[Side, Side], "float | None"]
 """``(a, b) -> similarity in [0, 1] or None`` of one field for two prepared records."""
 
 
-def comparator(spec: FieldSpec) -> Comparator:
+COMMON_CODE_DOCUMENTS = 20
+"""Titles of the corpus snapshot above which an all-digit code of a title (``69003``, ``75011``) is
+no evidence when two titles share it: one item is listed by a handful of shops or reposted a
+handful of times, so a number that more than 20 titles carry names what many items share, most
+often a postcode (an agency's flats of one district), and agreeing on it says nothing of the item
+(Winkler's frequency-based agreement weights, in the limit; Winkler 1989). Two such codes that
+differ still tell two items apart (two districts). Letters-and-digits model numbers are left
+alone: a popular product's own number shared by many shops' listings is the evidence a catalogue
+matches on."""
+
+
+def comparator(spec: FieldSpec, snapshot: rarity.Rarity | None = None) -> Comparator:
     """The similarity function of one configured field, its metric and parameters bound once
     (:func:`score_sides` calls one per field and pair; see :func:`field_similarity` for what each
-    metric reads).
+    metric reads). ``snapshot``: the corpus snapshot attached to the configuration, if any (an
+    ``exact`` field with ``title_first`` then leaves out of its agreement the all-digit codes more
+    than :data:`COMMON_CODE_DOCUMENTS` titles carry).
 
     Raises:
         ValueError: on an unknown metric (cannot happen with a validated config).
@@ -216,6 +229,15 @@ def comparator(spec: FieldSpec) -> Comparator:
                 held[0] += 1
             return sim  # type: ignore[return-value]
 
+        common: dict[str, bool] = {}  # an all-digit code -> carried by more than COMMON_CODE_DOCUMENTS titles
+
+        def is_common(code: str) -> bool:
+            v = common.get(code)
+            if v is None:
+                v = common[code] = (snapshot is not None and code.isdigit()
+                                    and int(snapshot.frequency([code])[0]) > COMMON_CODE_DOCUMENTS)
+            return v
+
         def by_codes(a: Side, b: Side, pa: m.TitleCodes, pb: m.TitleCodes) -> float | None:
             conflict = verdict(pa, pb)
             if conflict is None:  # two numbering schemes: no evidence either way
@@ -223,6 +245,11 @@ def comparator(spec: FieldSpec) -> Comparator:
             if conflict:
                 return 0.0 if negative else None
             sa, sb = a.title_code_set(iq), b.title_code_set(iq)
+            shared = sa & sb
+            if snapshot is not None and shared and all(map(is_common, shared)):  # a postcode, not the item
+                sa, sb = sa - shared, sb - shared
+                if not sa or not sb:
+                    return None
             sim = exact_sets(sa, sb, **kw)
             if sim == 0.0:  # one title's model is named elsewhere in the other record
                 cross = [exact_sets(sa, b.identifier_set(name, iq), **kw), exact_sets(a.identifier_set(name, iq), sb, **kw)]
@@ -330,7 +357,7 @@ _COMPILED: dict[int, tuple[ScoringConfig, tuple[tuple[FieldSpec, Comparator, boo
 def _compiled(cfg: ScoringConfig) -> tuple[tuple[FieldSpec, Comparator, bool, bool], ...]:
     """``(spec, comparator, positive-only, negative metric)`` per field of ``cfg``, made once per config."""
     return _per_config(_COMPILED, cfg, lambda: tuple(
-        (spec, _with_rarity(spec, comparator(spec), cfg), spec.evidence == "positive",
+        (spec, _with_rarity(spec, comparator(spec, cfg.snapshot), cfg), spec.evidence == "positive",
          spec.metric in _NEGATIVE_METRICS) for spec in cfg.fields))
 
 
