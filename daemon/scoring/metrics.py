@@ -261,9 +261,9 @@ def digit_suffixes(values: frozenset[str], digits: int) -> frozenset[str]:
     than ``digits`` cut to its last ``digits`` digits (phone numbers with and without the country
     code and trunk prefix compare equal: ``33612345678`` and ``0612345678`` both give
     ``612345678``); other values unchanged. ``digits`` 0 returns ``values``."""
-    if not digits:
+    if not digits or all(len(v) <= digits for v in values):  # the common case: no phone, or short ones
         return values
-    return frozenset(v[-digits:] if len(v) > digits and v.isdigit() else v for v in values)
+    return frozenset([v[-digits:] if len(v) > digits and v.isdigit() else v for v in values])
 
 
 def exact_similarity_sets(
@@ -623,7 +623,8 @@ or more as words (``XL``), and any letter size after a size label as ``size:<let
 ``taille S``, ``Gr. L``: a lone ``M`` names no size without it). A seller's dress in M and in L is
 two items, as are a black and a red one. Number sizes (``42`` / ``43``, ``2XL`` / ``3XL``) are
 numbers of the title (:func:`numbers_conflict`)."""
-_SIZE_LABEL = re.compile(r"(?<!\w)(?:size|taille|talla|taglia|grosse|gr|maat|tam)\.? ?:? ?(" + "|".join(
+_SIZE_LABELS = frozenset(("size", "taille", "talla", "taglia", "grosse", "gr", "maat", "tam"))
+_SIZE_LABEL = re.compile(r"(?<!\w)(?:" + "|".join(sorted(_SIZE_LABELS)) + r")\.? ?:? ?(" + "|".join(
     sorted(_LETTER_SIZES, key=len, reverse=True)) + r")(?!\w)")
 _VARIANT_WORDS = COLOURS | SIZES
 
@@ -652,8 +653,10 @@ def colours_conflict_parts(a: TitleParts, b: TitleParts) -> float | None:
     wa, wb = a[1], b[1]
     ca, cb = wa & COLOURS, wb & COLOURS
     if not ca or not cb or ca <= cb or cb <= ca:  # no colour conflict: a size conflict? (a colour
-        ca, cb = wa & SIZES, wb & SIZES  # on one side and a size on the other is none)
-        if not ca or not cb or ca <= cb or cb <= ca:
+        if wa.isdisjoint(SIZES) or wb.isdisjoint(SIZES):  # on one side and a size on the other is none)
+            return None
+        ca, cb = wa & SIZES, wb & SIZES
+        if ca <= cb or cb <= ca:
             return None
     pa, pb = wa - _VARIANT_WORDS, wb - _VARIANT_WORDS
     if not pa or not pb or len(pa & pb) < OTHERWISE_EQUAL * min(len(pa), len(pb)):
@@ -804,13 +807,13 @@ def _title_parts(title: str, price: float | None = None) -> TitleParts:
     cleaned = without_odometer(normalised) if mileages else normalised
     if price is not None:
         cleaned = without_prices(cleaned)
-    for w in words(normalise_text(_THOUSANDS.sub("", title if cleaned == normalised else cleaned))):
+    for w in words(_THOUSANDS.sub("", cleaned)):
         if not _has_digit(w):
             plain.update([x for x in _SPLIT_CODE.split(w) if len(x) > 1])
         elif not model_numbers(w):
             nums.update(_canonical_number(n) for n in _NUMBER.findall(w)
                         if len(n.split(".")[0]) <= MAX_NUMBER_DIGITS)
-    if " " in normalised:  # a size label and its letter are two words
+    if not plain.isdisjoint(_SIZE_LABELS):  # a size label (a word of the title) and its letter
         plain.update("size:" + s for s in _SIZE_LABEL.findall(normalised))
     priced = frozenset(n for n in nums if abs(float(n) - price) < 0.005) if price is not None else frozenset()
     return frozenset(nums), frozenset(plain), mileages, priced
