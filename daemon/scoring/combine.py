@@ -245,11 +245,12 @@ def comparator(spec: FieldSpec, snapshot: rarity.Rarity | None = None) -> Compar
             if conflict:
                 return 0.0 if negative else None
             sa, sb = a.title_code_set(iq), b.title_code_set(iq)
-            shared = sa & sb
-            if snapshot is not None and shared and all(map(is_common, shared)):  # a postcode, not the item
-                sa, sb = sa - shared, sb - shared
-                if not sa or not sb:
-                    return None
+            if snapshot is not None:
+                shared = sa & sb
+                if shared and all(map(is_common, shared)):  # a postcode, not the item
+                    sa, sb = sa - shared, sb - shared
+                    if not sa or not sb:
+                        return None
             sim = exact_sets(sa, sb, **kw)
             if sim == 0.0:  # one title's model is named elsewhere in the other record
                 cross = [exact_sets(sa, b.identifier_set(name, iq), **kw), exact_sets(a.identifier_set(name, iq), sb, **kw)]
@@ -465,10 +466,8 @@ def _detail(spec: FieldSpec, sim: float, a_fields: Mapping[str, Any], b_fields: 
     :func:`_title_codes_shown`)."""
     label = _LABELS.get(spec.name, spec.name)
     if spec.metric == "numbers":
-        (na, _, ma, pa), (nb, _, mb, pb) = (m._title_parts(str(f["title"]), m.price_value(f.get("price")))
-                                            for f in (a_fields, b_fields))
-        if pa and pb:
-            na, nb = na - pa, nb - pb
+        ta, tb = (m._title_parts(str(f["title"]), m.price_value(f.get("price"))) for f in (a_fields, b_fields))
+        (na, nb), ma, mb = m.compared_numbers(ta, tb), ta[2], tb[2]
         if not m.mileages_agree(ma, mb):
             return f"different mileage ({min(ma):,} / {min(mb):,} km)"
         return f"different numbers ({' '.join(sorted(na - nb)[:2])} / {' '.join(sorted(nb - na)[:2])})"

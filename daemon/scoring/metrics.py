@@ -880,12 +880,19 @@ def numbers_conflict(a: Any, b: Any) -> float | None:
     return numbers_conflict_parts(_title_parts(str(a)), _title_parts(str(b)))
 
 
+def compared_numbers(a: TitleParts, b: TitleParts) -> tuple[frozenset[str], frozenset[str]]:
+    """The numbers of two titles' :func:`_title_parts` that :func:`numbers_conflict` compares:
+    each title's numbers, less those equal to its record's own price when both titles state theirs
+    (the price field compares prices)."""
+    (na, _, _, pa), (nb, _, _, pb) = a, b
+    return (na - pa, nb - pb) if pa and pb else (na, nb)
+
+
 def numbers_conflict_parts(a: TitleParts, b: TitleParts) -> float | None:
     """:func:`numbers_conflict` of two titles' :func:`_title_parts` (which the scorer keeps per
     record, :meth:`daemon.scoring.side.Side.title_parts`): 0.0 on a conflict, else None."""
-    (na, wa, ma, pa), (nb, wb, mb, pb) = a, b
-    if pa and pb:  # each title states its record's own price: the price field compares those
-        na, nb = na - pa, nb - pb
+    (_, wa, ma, _), (_, wb, mb, _) = a, b
+    na, nb = compared_numbers(a, b)
     if not (ma and mb and not mileages_agree(ma, mb)):  # no mileage conflict: the numbers decide
         if not na or not nb:
             return None

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from itertools import chain
-from typing import Iterable
+from typing import Iterable, TypeVar
 
 from ._memo import fill_memo
 from .text import words
@@ -37,7 +37,10 @@ MAX_ITEMS = 16
 """At most this many values of each kind are kept per text (bounds the document and super tokens)."""
 
 
-def _unique(items: list[str]) -> list[str]:
+_T = TypeVar("_T")
+
+
+def _unique(items: list[_T]) -> list[_T]:
     return list(dict.fromkeys(items))[:MAX_ITEMS]
 
 
@@ -114,6 +117,8 @@ def _may_hold_a_reading(normalised: str) -> bool:
     nanoseconds; most titles hold neither ``km`` nor ``mi``), then :data:`_ODOMETER_GATE`."""
     return ("km" in normalised or "mi" in normalised or "kilom" in normalised
             or "odometer" in normalised) and _ODOMETER_GATE.search(normalised) is not None
+
+
 MIN_ODOMETER = 1000
 """The smallest distance read as an odometer reading (in kilometres or miles, as written): a
 vehicle's mileage is thousands of kilometres, while a product's own distances are below a
@@ -141,7 +146,7 @@ def odometer_readings(normalised: str) -> list[int]:
         value = _distance(number, thousands)
         if value >= MIN_ODOMETER:  # a label other than km (mileage, odometer) names no unit: as written
             out.append(round(value * (KM_PER_MILE if unit.startswith("mi") and unit != "mileage" else 1.0)))
-    return _unique_ints(out)
+    return _unique(out)
 
 
 def without_odometer(normalised: str) -> str:
@@ -166,12 +171,10 @@ def _distance(number: str, thousands: str) -> float:
     return value * 1000 if thousands else value
 
 
-def _unique_ints(items: list[int]) -> list[int]:
-    return list(dict.fromkeys(items))[:MAX_ITEMS]
-
-
-_CURRENCY_WORDS = (r"eur|euros?|usd|gbp|chf|dollars?|sek|nok|dkk|pln|zł|czk|huf|ron|inr|cad|aud|nzd|brl|mxn|zar|"
-                   r"yen|rmb|cny")
+_CURRENCY_NAMES = ("eur", "euro", "euros", "usd", "gbp", "chf", "dollar", "dollars", "sek", "nok", "dkk", "pln", "zł",
+                   "czk", "huf", "ron", "inr", "cad", "aud", "nzd", "brl", "mxn", "zar", "yen", "rmb", "cny")
+"""Currency codes and words written beside an amount (``1500 EUR``, ``CHF 1500.-``)."""
+_CURRENCY_WORDS = "|".join(_CURRENCY_NAMES)
 _AMOUNT = r"(?:\d{1,3}(?:[ .,'’]\d{3})+|\d+)(?:[.,]\d{1,2})?(?: ?k)?"
 _PER = r"(?:(?: ?/ ?(?:month|mo|mth|week|wk|night|day|year|yr|an|mois|semaine|nuit|jour)|(?: ?pcm| ?pw))(?!\w))"
 _PRICE = re.compile(
@@ -184,8 +187,7 @@ apostrophe; cents; an optional ``k``) with a currency symbol or code before or a
 (``1500/month``, ``£1,500 pcm``). Not weights (``10 pounds``) nor bare numbers."""
 _MONEY_MARKS = re.compile("[€$£¥₹₽₺₩]")
 _RENT = re.compile(r"\d ?/ ?(?:month|mo|mth|week|wk|night|day|year|yr|an|mois|semaine|nuit|jour)(?!\w)")
-_MONEY_WORDS = frozenset(w for w in _CURRENCY_WORDS.replace("s?", "|").replace("?", "").split("|") if w) | {
-    "euros", "dollars", "pcm", "pw"}
+_MONEY_WORDS = frozenset((*_CURRENCY_NAMES, "pcm", "pw"))
 _LETTER_RUNS = re.compile(r"[a-zł]+")
 
 
