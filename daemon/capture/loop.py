@@ -15,7 +15,8 @@ Transient errors (database or index down) retry the batch in hand with exponenti
 and go the dead-letter way. SIGTERM/SIGINT finish the batch in hand and return.
 
 Per-record isolation: any other exception raised by the handler (a bug, or data it cannot cope with)
-does not fail the batch. The loop bisects it (:meth:`QueueLoop.process_isolating`): each half is
+does not fail the batch. The loop bisects it (:func:`process_isolating`, which the dedup sweep
+uses too): each half is
 handled again, a failing half is split again, and only a record that fails *alone* is reported as
 failed (retried, then dead-lettered) with its own error; every other record is processed and
 acknowledged as usual. Both handlers are idempotent and their results depend on the records only
@@ -48,7 +49,7 @@ import contextlib
 import signal
 import statistics
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -179,6 +180,54 @@ class BatchHandler(Protocol):
     # A handler may also define ``close()`` (no arguments, no result): :meth:`QueueLoop.session`
     # calls it when the session ends, to release what the batches used (the indexer's signature
     # workers), and the next batch of a later session acquires it again.
+
+
+async def process_isolating(handler: BatchHandler, conn: psycopg.AsyncConnection[Any], batch: Sequence[Claimed], *,
+                            log: Any, alone: str, transient: tuple[type[BaseException], ...] = TRANSIENT_ERRORS,
+                            on_split: Callable[[], None] | None = None) -> BatchResult:
+    """``handler.process(conn, batch)``, bisecting the batch when the handler raises (module
+    docstring): the queue loop's and the dedup sweep's one way to keep a bad record from failing
+    the others of its batch.
+
+    A non-transient exception (one not in ``transient``) makes the two halves of ``batch`` be
+    handled apart, recursively; a single record that still fails is logged with its traceback
+    (event ``alone``, with ``record_id``, ``table`` and ``error``) and reported in ``failed`` with
+    its own error (``"ExceptionType: message"``). The results of the parts are merged
+    (:meth:`BatchResult.merge`); ``counts["split"]`` counts the splits.
+
+    Args:
+        handler: the batch handler. conn: the autocommit connection it reads with.
+        batch: claimed rows (non-empty).
+        log: a structlog logger. alone: the event logged for a record that fails alone (what
+            becomes of it: retried and dead-lettered, or left to the sweep's next pass).
+        transient: the exceptions raised at once instead of bisecting (default
+            :data:`TRANSIENT_ERRORS`: the caller retries the whole batch).
+        on_split: called before each split (the queue loop's liveness tick).
+    Returns:
+        the handler's result for the whole batch.
+    Raises:
+        an exception of ``transient``, at once.
+    """
+    try:
+        return await handler.process(conn, batch)
+    except transient:
+        raise
+    except Exception as e:  # noqa: BLE001 - a bug or bad data must not fail the batch's other records
+        error = f"{type(e).__name__}: {e}"
+        if len(batch) == 1:
+            c = batch[0]
+            log.exception(alone, record_id=c.record_id, table=c.table, error=error)
+            return BatchResult(failed=[(c, error)])
+        log.warning("batch handler failed; handling the batch in halves to isolate the failing record(s)",
+                    rows=len(batch), error=error[:300])
+    if on_split is not None:
+        on_split()
+    mid = len(batch) // 2
+    kw: dict[str, Any] = {"log": log, "alone": alone, "transient": transient, "on_split": on_split}
+    result = (await process_isolating(handler, conn, batch[:mid], **kw)).merge(
+        await process_isolating(handler, conn, batch[mid:], **kw))
+    result.counts["split"] = result.counts.get("split", 0) + 1
+    return result
 
 
 class QueueLoop:
@@ -446,13 +495,9 @@ class QueueLoop:
         return 0  # pragma: no cover - AsyncRetrying always returns or raises
 
     async def process_isolating(self, conn: psycopg.AsyncConnection[Any], batch: Sequence[Claimed]) -> BatchResult:
-        """``handler.process(conn, batch)``, bisecting the batch when the handler raises.
-
-        A non-transient exception (one not in :data:`TRANSIENT_ERRORS`) makes the two halves of
-        ``batch`` be handled apart, recursively; a single record that still fails is reported in
-        ``failed`` with its own error (``"ExceptionType: message"``), so only records that fail
-        alone are retried and dead-lettered. The results of the parts are merged
-        (:meth:`BatchResult.merge`); ``counts["split"]`` counts the splits.
+        """:func:`process_isolating` with this loop's handler and logger: a record that fails
+        alone is retried, then dead-lettered (its ``failed`` entry); each split refreshes
+        ``last_loop_at``.
 
         Args:
             conn: the lane's autocommit connection. batch: claimed rows (non-empty).
@@ -461,26 +506,8 @@ class QueueLoop:
         Raises:
             a transient error from the handler, at once (the loop retries the whole batch).
         """
-        try:
-            return await self.handler.process(conn, batch)
-        except TRANSIENT_ERRORS:
-            raise
-        except Exception as e:  # noqa: BLE001 - a bug or bad data must not kill the daemon nor fail innocents
-            error = f"{type(e).__name__}: {e}"
-            if len(batch) == 1:
-                c = batch[0]
-                self.log.exception("record failed alone; it is retried, then dead-lettered",
-                                   record_id=c.record_id, table=c.table)
-                return BatchResult(failed=[(c, error)])
-            self.log.warning("batch handler failed; handling the batch in halves to isolate the failing record(s)",
-                             rows=len(batch), error=error[:300])
-        self.tick()
-        mid = len(batch) // 2
-        first = await self.process_isolating(conn, batch[:mid])
-        second = await self.process_isolating(conn, batch[mid:])
-        result = first.merge(second)
-        result.counts["split"] = result.counts.get("split", 0) + 1
-        return result
+        return await process_isolating(self.handler, conn, batch, log=self.log, on_split=self.tick,
+                                       alone="record failed alone; it is retried, then dead-lettered")
 
     async def run_batch(self, limit: int, *, lane: int = 0) -> int:
         """One claim → process → ack cycle on lane ``lane`` (0 ≤ lane < ``concurrency``); returns

@@ -52,7 +52,7 @@ import psycopg
 
 from daemon import heap
 from daemon.backends.base import IndexBackend, KeyedSearchIndex
-from daemon.capture.loop import TRANSIENT_ERRORS, BatchHandler
+from daemon.capture.loop import TRANSIENT_ERRORS, BatchHandler, process_isolating
 from daemon.capture.queue import DEDUP_QUEUE, REPLAY_SEQ, Claimed
 from daemon.db.pool import configure_session
 from daemon.db.queries import query
@@ -219,21 +219,13 @@ class Sweeper:
         return done
 
     async def _process(self, batch: Sequence[Claimed], conn: psycopg.AsyncConnection[Any]) -> int:
-        """``handler.process`` on ``batch``; on a non-transient error the two halves apart,
-        recursively (as ``QueueLoop.process_isolating``), a record failing alone logged and left to
-        the next pass. Returns the records processed without error. Raises: a transient error."""
-        try:
-            await self.handler.process(conn, batch)
-            return len(batch)
-        except _RETRYABLE:
-            raise
-        except Exception as e:  # noqa: BLE001 — a bad record must not stop the sweep, nor its chunk
-            if len(batch) == 1:
-                log.error("sweep: record failed alone; left to the next pass", table=self.table,
-                          record_id=batch[0].record_id, error=f"{type(e).__name__}: {e}")
-                return 0
-        mid = len(batch) // 2
-        return await self._process(batch[:mid], conn) + await self._process(batch[mid:], conn)
+        """``handler.process`` on ``batch`` through the queue loop's
+        :func:`~daemon.capture.loop.process_isolating` (bisecting on a non-transient error): a
+        record failing alone is logged and left to the next pass. Returns the records processed
+        without error. Raises: a transient error (:data:`_RETRYABLE`), at once."""
+        result = await process_isolating(self.handler, conn, batch, log=log, transient=_RETRYABLE,
+                                         alone="sweep: record failed alone; left to the next pass")
+        return len(result.done)
 
 
 def sweep_rate(per_s: float, backend: IndexBackend, table: str) -> float:
