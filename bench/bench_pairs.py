@@ -3,8 +3,9 @@ pair's score (0-100), decision and summary under the default (``classified``) pr
 
 The pairs are the examples of CHANGELOG.md and docs/quality.md: reposts that restate a changed
 price, mileage or phone writing, and a seller's look-alike items (garment sizes, an agency's flats
-in one postcode). The postcode pairs are scored twice: without a corpus snapshot and with one in
-which the postcode is in more titles than ``COMMON_CODE_DOCUMENTS``. To score them with another
+in one postcode, a shop's two tiers of one phone). The postcode pairs are scored twice: without a
+corpus snapshot and with one in which the postcode is in more titles than
+``COMMON_CODE_DOCUMENTS``. To score them with another
 revision's code, run this file with that checkout first on the path::
 
     python bench/bench_pairs.py
@@ -31,6 +32,7 @@ FLAT = "Bright 2 bedroom flat near the metro, 2nd floor, renovated kitchen, avai
 WEAR = "Worn twice, like new, smoke-free home."
 ONE_FLAT = "Bright flat near the metro, 2nd floor, renovated kitchen."
 OTHER_FLAT = "Quiet studio on the courtyard, 5th floor with lift."
+PHONE = "Like new, always in a case, with box and charger."
 
 PAIRS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("mileage repost", {"title": "VW Golf 1.4 TSI 2015 85000 km", "body": CAR, "price": 9500},
@@ -60,6 +62,12 @@ PAIRS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
      {"title": "Zara summer dress size L", "body": WEAR, "price": 20}),
     ("sizes XL / XXL", {"title": "Nike hoodie XL black", "body": WEAR, "price": 30},
      {"title": "Nike hoodie XXL black", "body": WEAR, "price": 30}),
+    ("a shop's two tiers, S21 / S21+", {"title": "Samsung Galaxy S21 128GB black", "body": PHONE, "price": 400},
+     {"title": "Samsung Galaxy S21+ 128GB black", "body": PHONE, "price": 450}),
+    ("a shop's two tiers, 12 Pro / 12 Pro Max", {"title": "iPhone 12 Pro 128GB graphite", "body": PHONE, "price": 600},
+     {"title": "iPhone 12 Pro Max 128GB graphite", "body": PHONE, "price": 650}),
+    ("one tier written two ways, a repost", {"title": "Samsung Galaxy S21+ 128GB black", "body": PHONE, "price": 450},
+     {"title": "Samsung Galaxy S21 Plus 128GB black - price drop", "body": PHONE, "price": 430}),
     ("an agency's flats, one postcode",
      {"title": "Appartement 2 pièces 75011 Paris", "body": ONE_FLAT, "price": 1500},
      {"title": "Appartement 2 pièces 75011 Paris", "body": OTHER_FLAT, "price": 1500}),

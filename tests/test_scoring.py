@@ -637,6 +637,43 @@ def test_codes_without_digits_or_too_short_tell_a_line_s_items_apart() -> None:
     assert m.variants_conflict(stand.format("EFSATB"), "Sanus Black Floor Stand For Bookshelf Speakers - EFSATS") is None
 
 
+def test_two_tiers_of_one_line_are_two_models() -> None:
+    """variants_conflict: otherwise equal titles whose model number within its line is followed by
+    different tier words (``S21`` / ``S21+``, ``12 Pro`` / ``12 Pro Max``) are two models; the same
+    tier written two ways (``S21+`` / ``S21 Plus``, ``8+`` / ``8 Plus``) or a repost's added words
+    are one."""
+    phone = "Good condition, always in a case, with box and charger. Collection or post."
+    ps = _pair({"title": "Samsung Galaxy S21 128GB black", "body": phone, "price": 400},
+               {"title": "Samsung Galaxy S21+ 128GB black", "body": phone, "price": 450})
+    assert ps.reasons["variants"]["similarity"] == 0 and "different model (S21 / S21 PLUS)" in ps.summary(6), ps.summary(6)
+    assert decide(ps.score, CFG) is None  # a shop's two phones: no flag (92.6, duplicate, before the rule)
+    pm = _pair({"title": "iPhone 12 Pro 128GB graphite", "body": phone, "price": 600},
+               {"title": "iPhone 12 Pro Max 128GB graphite", "body": phone, "price": 650})
+    assert "different model (12 PRO / 12 PRO MAX)" in pm.summary(6) and decide(pm.score, CFG) is None
+    assert m.variants_conflict("iPhone 12 mini blue", "iPhone 12 blue") == 0.0
+    assert m.variants_conflict("Xiaomi Redmi Note 9 Pro", "Xiaomi Redmi Note 9") == 0.0
+    assert m.variants_conflict("iPhone 8 Plus black", "iPhone 8 black") == 0.0
+    # "plus" before another word is the conjunction (a headline, an ad's extra), and "4k" a quantity
+    assert m.variants_conflict("Watch: New Trailer For 'Game Of Thrones' Season 4 Plus Plot Details",
+                               "'Game of Thrones' season 4: Watch the new trailer") is None
+    assert m.variants_conflict("Sofa 3 seater plus footstool", "Sofa 3 seater footstool") is None
+    assert m.variants_conflict("Samsung 55 4K Ultra HD TV", "Samsung 55 4K HD TV") is None
+    # one tier written two ways, or a repost that adds words after a punctuation mark: one model
+    assert m.variants_conflict("Samsung Galaxy S21+ 128GB", "Samsung Galaxy S21 Plus 128GB") is None
+    assert m.variants_conflict("iPhone 8+ 64GB", "iPhone 8 Plus 64GB") is None
+    assert m.variants_conflict("iPhone 12 Pro", "iPhone 12 Pro - negotiable") is None
+    assert m._variant_parts("iPhone 12, pro seller")[2] == ({"12"}, ("pro",), set())  # the comma ends the tier run
+    assert m.variants_conflict("iPhone 11 Pro 64GB black", "11 iPhone Pro 64GB black") is None  # words moved
+    assert m.variants_conflict("Trek Marlin 7 mountain bike", "Trek Marlin 7 mountain bike pro") is None  # describes
+    # a long model number or a year is no line number; titles worded apart are not otherwise equal
+    assert m.variants_conflict("MacBook Pro 13 2020", "MacBook Pro 13 2020 8GB") is None
+    assert m.variants_conflict("Transcend 2GB 133x Ultra Speed Compact Flash Card - TS2GCF133",
+                               "Transcend 2GB CompactFlash Card (133x) - TS2GCF133") is None
+    repost = _pair({"title": "Samsung Galaxy S21+ 128GB black", "body": phone, "price": 450},
+                   {"title": "Samsung Galaxy S21 Plus 128GB black - price drop", "body": phone, "price": 430})
+    assert decide(repost.score, CFG) is not None, repost.summary(6)
+
+
 def _title_only(title: str, **more: object) -> tuple[dict, dict]:
     """A record with a title (and ``more``) and no body, as the indexer writes it (``body`` None:
     the body's sketch is not compared, rather than the title's shingles standing for it)."""

@@ -480,7 +480,10 @@ def _detail(spec: FieldSpec, sim: float, a_fields: Mapping[str, Any], b_fields: 
         show = lambda xs: " ".join(x.removeprefix("size:") for x in sorted(xs)[:2])  # noqa: E731
         return f"different {kind} ({show(ca - cb)} / {show(cb - ca)})"
     if spec.metric == "variants":
-        ca, cb = m._variant_parts(str(a_fields["title"]))[0], m._variant_parts(str(b_fields["title"]))[0]
+        (ca, _, sa), (cb, _, sb) = m._variant_parts(str(a_fields["title"])), m._variant_parts(str(b_fields["title"]))
+        tiers = m.series_conflict(sa, sb)
+        if tiers is not None:
+            return f"different model ({tiers[0].upper()} / {tiers[1].upper()})"
         return f"different code ({' '.join(sorted(ca - cb)[:2]).upper()} / {' '.join(sorted(cb - ca)[:2]).upper()})"
     if spec.metric == "price_gap":
         a, b = float(a_fields["price"]), float(b_fields["price"])

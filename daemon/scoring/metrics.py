@@ -391,6 +391,12 @@ to count: the titles are otherwise equal, as a seller's ads for two sizes of one
 two shops' titles of one product, worded apart, carry different specs (``Series 8`` / ``1080p``)."""
 
 
+def _otherwise_equal(wa: frozenset[str], wb: frozenset[str]) -> bool:
+    """Whether two titles' word sets are otherwise equal: both non-empty and the longer holding at
+    least :data:`OTHERWISE_EQUAL` of the shorter's words."""
+    return bool(wa) and bool(wb) and len(wa & wb) >= OTHERWISE_EQUAL * min(len(wa), len(wb))
+
+
 def _canonical_number(text: str) -> str:
     """``"007"`` -> ``"7"``, ``"2.0"`` -> ``"2"``, ``"14.70"`` -> ``"14.7"``."""
     if "." in text:
@@ -659,7 +665,7 @@ def colours_conflict_parts(a: TitleParts, b: TitleParts) -> float | None:
         if ca <= cb or cb <= ca:
             return None
     pa, pb = wa - _VARIANT_WORDS, wb - _VARIANT_WORDS
-    if not pa or not pb or len(pa & pb) < OTHERWISE_EQUAL * min(len(pa), len(pb)):
+    if not _otherwise_equal(pa, pb):
         return None
     return 0.0
 
@@ -680,27 +686,107 @@ otherwise equal titles (a line name ``VIERA`` / ``DUET``, ``BRAVIA`` / ``HDTV``)
 _SPLIT_CODE = re.compile(r"[-./]")
 _EDGE_PUNCT = "\"'`()[]{},;:!?*#&+=<>|"
 
+SERIES_MARKS = frozenset({"plus", "max", "ultra", "mini", "lite", "pro"})
+"""Words that, right after the number of a product line's model (``iPhone 12 Pro Max``, ``Galaxy
+S21 Ultra``, ``iPhone 12 mini``, ``Redmi 9 Lite``, ``iPhone 8 Plus``; a ``+`` written onto the number,
+``S21+``, reads as ``plus``), name another model of the line: a different screen, camera, battery
+and price, which a seller or shop selling both lists with otherwise equal titles
+(:func:`variants_conflict`). The makers' own naming of these tiers, not a tuned list: a word that
+merely describes (``new``, ``unlocked``, ``black``) is not one."""
+
+_SERIES = re.compile(r"[a-z]{0,2}\d{1,3}[a-z]?")
+"""A model's number within its line, as :data:`SERIES_MARKS` follow it: 1-3 digits, at most two
+letters before and one after (``12``, ``8``, ``S21``, ``A52``, ``P30``). Longer codes are model
+numbers (the ``models`` field's), 4-digit numbers are mostly years, and a number with a unit letter
+is a quantity (``4k``, ``5g``; so ``6s`` is left out too)."""
+
+
+Tiers = tuple[frozenset[str], tuple[str, ...], frozenset[str]]
+"""``(lines, marks, tiered)`` of a title (:func:`_tiers`)."""
+
+_NO_TIERS: Tiers = (frozenset(), (), frozenset())
+
+
+def _ends_plus(following: str | None) -> bool:
+    """Whether the word ``plus`` before ``following`` (the title's next token, None at its end) can
+    name a tier (``iPhone 8 Plus``, ``Galaxy S21 Plus 128GB``, ``... Plus - black``, ``... Plus
+    black``): at the end of the title, before a punctuation mark, a spec with a digit or a colour.
+    Before any other word it is the conjunction (``Season 4 Plus Plot Details``, ``sofa 3 seater
+    plus footstool``)."""
+    return following is None or not following.isalnum() or _has_digit(following) or following in COLOURS
+
+
+def _tiers(tokens: list[str]) -> Tiers:
+    """A title's model numbers within a line and its tier words.
+
+    Args:
+        tokens: the title's tokens in order, lower-cased, edge punctuation stripped, a trailing
+            ``+`` as a token ``+`` of its own (read as ``plus``), a punctuation mark after a word as
+            a token of its own.
+    Returns:
+        ``(lines, marks, tiered)``: the tokens that read as a model number within its line
+        (:data:`_SERIES`, not a quantity such as ``4k`` or ``5g``: :func:`is_quantity`); the
+        :data:`SERIES_MARKS` of the title in the order they first occur (the word ``plus`` only
+        where it can name a tier, :func:`_ends_plus`); and
+        those of them that stand in a run right after a line number (``12 pro max``: ``pro`` and
+        ``max``; not the ``pro`` of ``bike pro`` nor of ``12, pro``).
+    """
+    lines: set[str] = set()
+    marks: list[str] = []
+    tiered: set[str] = set()
+    after_line = False  # the token before is a line number, or a tier word in a run after one
+    for i, tok in enumerate(tokens):
+        if tok == "+":
+            tok = "plus"
+        elif tok == "plus" and not _ends_plus(tokens[i + 1] if i + 1 < len(tokens) else None):
+            after_line = False  # "Season 4 plus plot details", "iPhone 12 plus charger": "and"
+            continue
+        if tok in SERIES_MARKS:
+            if tok not in marks:
+                marks.append(tok)
+            if after_line:
+                tiered.add(tok)
+        elif _SERIES.fullmatch(tok) and not is_quantity(tok):
+            lines.add(tok)
+            after_line = True
+        else:
+            after_line = False
+    return frozenset(lines), tuple(marks), frozenset(tiered)
+
+
+VariantParts = tuple[frozenset[str], frozenset[str], Tiers]
+"""``(codes, words, tiers)`` of a title (:func:`_variant_parts`)."""
+
 
 @lru_cache(maxsize=65_536)
-def _variant_parts(title: str) -> tuple[frozenset[str], frozenset[str]]:
-    """``(codes, words)`` of a raw title for :func:`variants_conflict`.
+def _variant_parts(title: str) -> VariantParts:
+    """``(codes, words, tiers)`` of a raw title for :func:`variants_conflict`.
 
     Codes (lower-cased, ``-./`` removed): tokens mixing letters and digits of at least
     :data:`MIN_SHORT_CODE` characters that are not quantities (:func:`is_quantity`: ``40in``,
     ``1080p``), and -- only in a title that also has lower-case letters, where capitals mark a code
     -- tokens of :data:`MIN_CAPS_CODE` or more capital letters that are not colour words. Words: the
     other tokens without digits, lower-cased, split at ``-./``, single letters left out (as
-    :func:`colours_conflict` compares them).
+    :func:`colours_conflict` compares them). Tiers: the model numbers within a line and the
+    tier words (:func:`_tiers`).
     """
     mixed_case = any(c.islower() for c in title)
     codes: set[str] = set()
     plain: set[str] = set()
+    tokens: list[str] = []
     for raw in title.split():
         tok = raw.strip(_EDGE_PUNCT)
+        plus = raw.rstrip(_EDGE_PUNCT.replace("+", "")).endswith("+") and tok != ""
         joined = _SPLIT_CODE.sub("", tok)
         if not joined.isalnum():
+            tokens.append(raw.casefold())  # punctuation: ends a run of tier words
             continue
         low = joined.casefold()
+        tokens.append(low)
+        if plus:
+            tokens.append("+")
+        elif raw[-1] in _EDGE_PUNCT:  # "12," ends the tier words of "12" ("iPhone 12, pro seller")
+            tokens.append(raw[-1])
         has_digit = _has_digit(joined)
         if has_digit:
             if not joined.isdigit() and len(joined) >= MIN_SHORT_CODE and not is_quantity(low):
@@ -710,7 +796,27 @@ def _variant_parts(title: str) -> tuple[frozenset[str], frozenset[str]]:
             codes.add(low)
             continue
         plain.update(x.casefold() for x in _SPLIT_CODE.split(tok) if len(x) > 1)
-    return frozenset(codes), frozenset(plain)
+    return frozenset(codes), frozenset(plain), _tiers(tokens) if _has_digit(title) else _NO_TIERS
+
+
+def series_conflict(a: Tiers, b: Tiers) -> tuple[str, str] | None:
+    """Whether two titles' :func:`_tiers` name two tiers of one line: a line number in both, and a
+    tier word in one title only that stands in a run after a line number (in either title).
+
+    Comparing the tier words of the whole titles, not only those after the number, keeps a repost
+    that moved the number (``iPhone 11 Pro`` / ``11 iPhone Pro``) one model; requiring the differing
+    word in a tier run keeps a describing word elsewhere (``mountain bike pro``) out.
+
+    Returns:
+        The two tiers to show, each the first shared line number followed by the title's tier
+        words (``("s21", "s21 plus")``), or None.
+    """
+    (la, ma, ta), (lb, mb, tb) = a, b
+    shared = la & lb
+    if not shared or set(ma) == set(mb) or (set(ma) ^ set(mb)).isdisjoint(ta | tb):
+        return None
+    line = min(shared)
+    return " ".join((line, *ma)), " ".join((line, *mb))
 
 
 def _same_code(x: str, y: str) -> bool:
@@ -747,6 +853,13 @@ def variants_conflict(a: Any, b: Any) -> float | None:
     :data:`MIN_SERIES_PREFIX` characters, as a line's variants do -- the two are different items.
     A code in one title only is no evidence (a shortened title, a code left out).
 
+    So are two tiers of one line: otherwise equal titles whose shared model number within its line
+    (``S21``, ``12``) is followed by different :data:`SERIES_MARKS` (``Galaxy S21`` / ``Galaxy
+    S21+``, ``iPhone 12 Pro`` / ``iPhone 12 Pro Max``, ``iPhone 12`` / ``iPhone 12 mini``). The
+    title metric cannot see it: the longer title holds every word of the shorter, and ``+`` is no
+    word at all. A repost keeps its model's name; shops that add or drop such a word add or drop it
+    beside a full model number, or in titles worded apart, which this rule does not reach.
+
     Args:
         a, b: raw titles (None or blank means missing); the case matters (capitals mark a code).
     Returns:
@@ -757,14 +870,15 @@ def variants_conflict(a: Any, b: Any) -> float | None:
     return variants_conflict_parts(_variant_parts(str(a)), _variant_parts(str(b)))
 
 
-def variants_conflict_parts(a: tuple[frozenset[str], frozenset[str]],
-                            b: tuple[frozenset[str], frozenset[str]]) -> float | None:
+def variants_conflict_parts(a: VariantParts, b: VariantParts) -> float | None:
     """:func:`variants_conflict` of two titles' :func:`_variant_parts` (which the scorer keeps per
     record, :meth:`daemon.scoring.side.Side.variant_parts`): 0.0 on a conflict, else None."""
-    (ca, wa), (cb, wb) = a, b
+    (ca, wa, sa), (cb, wb, sb) = a, b
+    if sa[0] and sb[0] and series_conflict(sa, sb) is not None and _otherwise_equal(wa, wb):
+        return 0.0
     if not ca or not cb or ca == cb:  # equal code sets: every code matches itself
         return None
-    if not wa or not wb or len(wa & wb) < OTHERWISE_EQUAL * min(len(wa), len(wb)):
+    if not _otherwise_equal(wa, wb):
         return None
     only_a = [x for x in ca - cb if not any(_same_code(x, y) for y in cb)]
     if not only_a:
@@ -899,7 +1013,7 @@ def numbers_conflict_parts(a: TitleParts, b: TitleParts) -> float | None:
         small, large = (na, nb) if len(na) <= len(nb) else (nb, na)
         if small <= large or _covered(small, large):
             return None
-    if not wa or not wb or len(wa & wb) < OTHERWISE_EQUAL * min(len(wa), len(wb)):
+    if not _otherwise_equal(wa, wb):
         return None
     return 0.0
 

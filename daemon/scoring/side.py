@@ -146,8 +146,8 @@ class Side:
         :func:`~daemon.scoring.metrics.colours_conflict` read them), or None without a title."""
         return self._of_title("title_parts", lambda title: m._title_parts(title, self.price()))
 
-    def variant_parts(self) -> tuple[frozenset[str], frozenset[str]] | None:
-        """The title's ``(codes, words)`` (:func:`~daemon.scoring.metrics._variant_parts`, as
+    def variant_parts(self) -> m.VariantParts | None:
+        """The title's ``(codes, words, tiers)`` (:func:`~daemon.scoring.metrics._variant_parts`, as
         :func:`~daemon.scoring.metrics.variants_conflict` reads them), or None without a title."""
         return self._of_title("variant_parts", m._variant_parts)
 
