@@ -812,6 +812,8 @@ def series_conflict(a: Tiers, b: Tiers) -> tuple[str, str] | None:
         words (``("s21", "s21 plus")``), or None.
     """
     (la, ma, ta), (lb, mb, tb) = a, b
+    if ma == mb or not ta and not tb:  # the same tier words (most titles: none), or none in a tier run
+        return None
     shared = la & lb
     if not shared or set(ma) == set(mb) or (set(ma) ^ set(mb)).isdisjoint(ta | tb):
         return None
@@ -874,7 +876,7 @@ def variants_conflict_parts(a: VariantParts, b: VariantParts) -> float | None:
     """:func:`variants_conflict` of two titles' :func:`_variant_parts` (which the scorer keeps per
     record, :meth:`daemon.scoring.side.Side.variant_parts`): 0.0 on a conflict, else None."""
     (ca, wa, sa), (cb, wb, sb) = a, b
-    if sa[0] and sb[0] and series_conflict(sa, sb) is not None and _otherwise_equal(wa, wb):
+    if (sa[2] or sb[2]) and series_conflict(sa, sb) is not None and _otherwise_equal(wa, wb):
         return 0.0
     if not ca or not cb or ca == cb:  # equal code sets: every code matches itself
         return None
