@@ -415,6 +415,8 @@ def test_colours_and_title_codes_tell_a_line_s_items_apart() -> None:
     ("fiat panda 1.2 km 85.000 anno 2015", [85000]),  # the label before the number
     ("vw golf 2015 km 85.000", [85000]),  # the number after km, not the year before it
     ("85000 km 2015", [85000]),
+    ("golf 2015 85000 km 9500", [85000]),  # the reading, then a price: not km 9500
+    ("85k km 9500", [85000]),
     ("golf tsi, mileage: 120k", [120000]),  # a label without a unit: as written
     ("km 2015", []),  # a year, not a reading
 ])

@@ -71,6 +71,27 @@ def test_extraction() -> None:
     assert model_numbers("40in 16gb 1080p 2nd 128mb") == []  # quantities, not models
 
 
+@pytest.mark.parametrize(("text", "phones"), [
+    # national and international writings of phones (FR, UK, US, ES, IT, IN, NO, DE) stay phones
+    ("call 06 12 34 56 78", ["0612345678"]), ("+33 6 12 34 56 78", ["33612345678"]),
+    ("call 07700 900123", ["07700900123"]), ("+44 7700 900123", ["447700900123"]),
+    ("(201) 555-0123", ["2015550123"]), ("612 345 678", ["612345678"]), ("tel: 91 123 45 67", ["911234567"]),
+    ("347 1234567", ["3471234567"]), ("98765 43210", ["9876543210"]), ("4123 4567", ["41234567"]),
+    ("030 12345678", ["03012345678"]), ("0612345678", ["0612345678"]), ("+45 2012 3456", ["4520123456"]),
+    # a year before a phone is not part of it
+    ("vw golf 2015 06 12 34 56 78", ["0612345678"]),
+    # numbers side by side in a title are not a phone: a year and a mileage or a price, a rent and
+    # a postcode, two years, a mileage and a price, a part number of six and four digits
+    ("vw golf 2015 85000", []), ("vw golf 2015 9500", []), ("2 bed flat 1500 75011 paris", []),
+    ("lot of 12 dvds 1995 2005", []), ("renault clio 2012 120000 9000", []), ("golf 2015 85000 km 9500", []),
+    ("logitech harmony 890 remote - 966193-0403", []),
+])
+def test_phone_numbers_are_grouped_as_phones(text: str, phones: list[str]) -> None:
+    """A run of digit groups is a phone when grouped as phones are written (``_phone_shaped``), a
+    year in front of it left out; numbers that merely stand side by side in a title are none."""
+    assert phone_numbers(normalise_text(text)) == phones
+
+
 @pytest.mark.parametrize(("word", "calendar"), [
     ("3/10/14", True), ("10.03.2014", True), ("31-12-1999", True), ("2014-03-10", True), ("2024/11/27", True),
     ("2006-2011", True), ("2006-11", True), ("1951-1993", True),

@@ -98,17 +98,21 @@ def is_calendar(word: str) -> bool:
 
 _DISTANCE = r"(\d{1,3}(?:[ .,'’]\d{3})+|\d+(?:[.,]\d{1,2})?) ?(k)?"
 _NOT_A_YEAR = r"(?!(?:19|20)\d\d(?![\d.,]))"
+_UNIT = r"(km|kms|kilometres|kilometers|kilometre|kilometer|mi|mile|miles)"
+_THOUSANDS_DISTANCE = r"(\d{1,3}(?:[ .,'’]\d{3})+|\d{4,}|\d+(?:[.,]\d{1,2})?(?= ?k ?(?:km|kilom|mi))) ?(k)?"
 _ODOMETER = re.compile(
-    r"(?<![\w.,'’])" + _DISTANCE + r" ?(km|kms|kilometres|kilometers|kilometre|kilometer|mi|mile|miles)(?!\w)"
-    r"(?! ?:? ?" + _NOT_A_YEAR + r"\d)"
+    r"(?<![\w.,'’])" + _NOT_A_YEAR + _THOUSANDS_DISTANCE + r" ?" + _UNIT + r"(?!\w)"
+    r"|(?<![\w.,'’])" + _DISTANCE + r" ?" + _UNIT + r"(?!\w)(?! ?:? ?" + _NOT_A_YEAR + r"\d)"
     r"|(?<!\w)(km|kms|mileage|kilometrage|odometer) ?:? ?" + _NOT_A_YEAR + _DISTANCE + r"(?!\w)")
 """A vehicle's distance with its unit or label. Either a number (thousands grouped by a space,
 dot, comma or apostrophe, ``85 000``, ``85.000``, ``85,000``; or plain, ``85000``, ``85.5``), an
 optional ``k`` (thousands: ``85k km``) and a kilometre or mile unit, with or without a space
-(``85000km``), not followed by another number unless that one is a year (in ``2015 km 85.000`` the
-reading is the number after ``km``, not the year before it); or a label, ``km``, ``mileage``,
-``kilometrage`` or ``odometer``, then such a number that is not a year (``km 85.000``,
-``mileage: 120k``)."""
+(``85000km``): a number of thousands that is not a year (four digits or more, or with ``k``)
+whatever follows (``85000 km 9500``: the reading, then a price), any other (a year-like ``2000
+km``, an engine's ``1.2``) only when no other number but a year follows (in ``2015 km 85.000`` and
+``1.2 km 85.000`` the reading is the number after ``km``); or a label, ``km``,
+``mileage``, ``kilometrage`` or ``odometer``, then such a number that is not a year (``km
+85.000``, ``mileage: 120k``)."""
 _ODOMETER_GATE = re.compile(r"\d ?k? ?(?:km|kilom|mi)|(?:km|mileage|kilometrage|odometer) ?:? ?\d")
 
 
@@ -142,7 +146,7 @@ def odometer_readings(normalised: str) -> list[int]:
         return []
     out: list[int] = []
     for m in _ODOMETER.finditer(normalised):
-        number, thousands, unit = (m[1], m[2], m[3]) if m[1] else (m[5], m[6], m[4])
+        number, thousands, unit = _reading_parts(m)
         value = _distance(number, thousands)
         if value >= MIN_ODOMETER:  # a label other than km (mileage, odometer) names no unit: as written
             out.append(round(value * (KM_PER_MILE if unit.startswith("mi") and unit != "mileage" else 1.0)))
@@ -156,8 +160,17 @@ def without_odometer(normalised: str) -> str:
     :data:`MIN_ODOMETER` are kept. Returns the text unchanged when it holds none."""
     if not _may_hold_a_reading(normalised):
         return normalised
-    return _ODOMETER.sub(lambda m: " " if _distance(*((m[1], m[2]) if m[1] else (m[5], m[6]))) >= MIN_ODOMETER
-                         else m[0], normalised)
+    return _ODOMETER.sub(lambda m: " " if _distance(*_reading_parts(m)[:2]) >= MIN_ODOMETER else m[0], normalised)
+
+
+def _reading_parts(m: re.Match[str]) -> tuple[str, str, str]:
+    """``(number, thousands, unit or label)`` of an :data:`_ODOMETER` match, whichever of its three
+    forms matched (``thousands`` is ``"k"`` or empty)."""
+    if m[1] is not None:
+        return m[1], m[2] or "", m[3]
+    if m[4] is not None:
+        return m[4], m[5] or "", m[6]
+    return m[8], m[9] or "", m[7]
 
 
 def _distance(number: str, thousands: str) -> float:
@@ -341,6 +354,10 @@ def phone_numbers(normalised: str) -> list[str]:
     """Phone numbers: digit runs (with spaces, dots, dashes, parentheses, leading ``+``) of 8–15 digits,
     amounts of money and odometer readings left out first (:func:`without_prices`,
     :func:`without_odometer`: ``2015 85000 km`` is a year and a mileage, not the phone ``201585000``).
+    A year that starts a run of groups is not part of it (``2015 06 12 34 56 78``; ``vw golf 2015
+    9500`` holds no phone), and a run must be grouped as phones are (:func:`_phone_shaped`: not
+    ``1500 75011``). Written without a ``+``, an eight-digit number grouped 4-4 whose first group
+    reads as a year (a Danish ``2012 3456``) is read as a year and a number.
 
     Returns:
         Digits only (``"+33 6 12-34-56-78"`` → ``"33612345678"``); at most :data:`MAX_ITEMS`.
@@ -350,10 +367,32 @@ def phone_numbers(normalised: str) -> list[str]:
     normalised = without_odometer(without_prices(normalised))
     out: list[str] = []
     for m in _PHONE.findall(normalised):
-        digits = "".join(c for c in m if c.isdigit())
-        if MIN_PHONE_DIGITS <= len(digits) <= MAX_PHONE_DIGITS:
+        groups = _DIGITS.findall(m)
+        if len(groups) > 1 and not m.startswith("+") and _YEAR.fullmatch(groups[0]):
+            groups = groups[1:]  # a year before a phone or before other numbers ("vw golf 2015 9500")
+        digits = "".join(groups)
+        if MIN_PHONE_DIGITS <= len(digits) <= MAX_PHONE_DIGITS and (m.startswith("+") or _phone_shaped(groups)):
             out.append(digits)
     return _unique(out)
+
+
+_DIGITS = re.compile(r"\d+")
+_YEAR = re.compile(r"(?:19|20)\d\d")
+
+
+def _phone_shaped(groups: list[str]) -> bool:
+    """Whether digit groups written apart (without a leading ``+``) can be one phone number rather
+    than numbers side by side. National formats group a number in twos to fours (``06 12 34 56
+    78``, ``612 345 678``, ``(201) 555-0123``, ``4123 4567``); a group of five digits or more
+    follows only a trunk ``0`` (``07700 900123``, ``030 12345678``) or a short area or mobile
+    prefix (``347 1234567``, ``98765 43210``). So four digits then five or more (``1500 75011``: a
+    rent and a postcode), or a first group of six or more followed by others (``120000 9000``: a
+    mileage and a price), are not one. A single group is (``0612345678``)."""
+    if len(groups) < 2 or groups[0].startswith("0"):
+        return True
+    if len(groups[0]) >= 6:
+        return False
+    return not (len(groups[0]) == 4 and any(len(g) >= 5 for g in groups[1:]))
 
 
 def emails(normalised: str) -> list[str]:
