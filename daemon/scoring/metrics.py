@@ -685,6 +685,7 @@ maker's variants of one line keep its series letters (``EFSATB`` / ``EFSATS``, `
 otherwise equal titles (a line name ``VIERA`` / ``DUET``, ``BRAVIA`` / ``HDTV``) share none."""
 _SPLIT_CODE = re.compile(r"[-./]")
 _EDGE_PUNCT = "\"'`()[]{},;:!?*#&+=<>|"
+_EDGE_PUNCT_NO_PLUS = _EDGE_PUNCT.replace("+", "")
 
 SERIES_MARKS = frozenset({"plus", "max", "ultra", "mini", "lite", "pro"})
 """Words that, right after the number of a product line's model (``iPhone 12 Pro Max``, ``Galaxy
@@ -716,13 +717,32 @@ def _ends_plus(following: str | None) -> bool:
     return following is None or not following.isalnum() or _has_digit(following) or following in COLOURS
 
 
-def _tiers(tokens: list[str]) -> Tiers:
+def _tier_tokens(title: str) -> list[str]:
+    """The tokens :func:`_tiers` reads: each whitespace-separated word of a raw title, edge
+    punctuation stripped and ``-./`` removed, lower-cased; a ``+`` written onto a word as a token
+    ``+`` after it (``S21+``); a punctuation mark ending a word as a token of its own (``12,``), and
+    a word of punctuation alone as itself: both end a run of tier words."""
+    tokens: list[str] = []
+    for raw in title.split():
+        joined = _SPLIT_CODE.sub("", raw.strip(_EDGE_PUNCT))
+        if not joined.isalnum():
+            tokens.append(raw.casefold())
+            continue
+        tokens.append(joined.casefold())
+        if "+" in raw and raw.rstrip(_EDGE_PUNCT_NO_PLUS).endswith("+"):
+            tokens.append("+")
+        elif raw[-1] in _EDGE_PUNCT:
+            tokens.append(raw[-1])
+    return tokens
+
+
+def _tiers(tokens: list[str], lines: frozenset[str]) -> Tiers:
     """A title's model numbers within a line and its tier words.
 
     Args:
-        tokens: the title's tokens in order, lower-cased, edge punctuation stripped, a trailing
-            ``+`` as a token ``+`` of its own (read as ``plus``), a punctuation mark after a word as
-            a token of its own.
+        tokens: the title's :func:`_tier_tokens` (a ``+`` token reads as ``plus``).
+        lines: those of the tokens that read as a line's model number (:func:`_variant_parts`
+            tests only the tokens with a digit).
     Returns:
         ``(lines, marks, tiered)``: the tokens that read as a model number within its line
         (:data:`_SERIES`, not a quantity such as ``4k`` or ``5g``: :func:`is_quantity`); the
@@ -731,7 +751,6 @@ def _tiers(tokens: list[str]) -> Tiers:
         those of them that stand in a run right after a line number (``12 pro max``: ``pro`` and
         ``max``; not the ``pro`` of ``bike pro`` nor of ``12, pro``).
     """
-    lines: set[str] = set()
     marks: list[str] = []
     tiered: set[str] = set()
     after_line = False  # the token before is a line number, or a tier word in a run after one
@@ -746,12 +765,11 @@ def _tiers(tokens: list[str]) -> Tiers:
                 marks.append(tok)
             if after_line:
                 tiered.add(tok)
-        elif _SERIES.fullmatch(tok) and not is_quantity(tok):
-            lines.add(tok)
+        elif tok in lines:
             after_line = True
         else:
             after_line = False
-    return frozenset(lines), tuple(marks), frozenset(tiered)
+    return lines, tuple(marks), frozenset(tiered)
 
 
 VariantParts = tuple[frozenset[str], frozenset[str], Tiers]
@@ -773,30 +791,31 @@ def _variant_parts(title: str) -> VariantParts:
     mixed_case = any(c.islower() for c in title)
     codes: set[str] = set()
     plain: set[str] = set()
-    tokens: list[str] = []
+    lines: set[str] = set()
     for raw in title.split():
         tok = raw.strip(_EDGE_PUNCT)
-        plus = raw.rstrip(_EDGE_PUNCT.replace("+", "")).endswith("+") and tok != ""
         joined = _SPLIT_CODE.sub("", tok)
         if not joined.isalnum():
-            tokens.append(raw.casefold())  # punctuation: ends a run of tier words
             continue
         low = joined.casefold()
-        tokens.append(low)
-        if plus:
-            tokens.append("+")
-        elif raw[-1] in _EDGE_PUNCT:  # "12," ends the tier words of "12" ("iPhone 12, pro seller")
-            tokens.append(raw[-1])
         has_digit = _has_digit(joined)
         if has_digit:
-            if not joined.isdigit() and len(joined) >= MIN_SHORT_CODE and not is_quantity(low):
+            digits_only = joined.isdigit()
+            quantity = not digits_only and is_quantity(low)
+            if not digits_only and len(joined) >= MIN_SHORT_CODE and not quantity:
                 codes.add(low)
+            if len(low) <= 6 and not quantity and _SERIES.fullmatch(low):  # a line number (S21, 12)
+                lines.add(low)
             continue
         if mixed_case and joined.isupper() and len(joined) >= MIN_CAPS_CODE and low not in COLOURS:
             codes.add(low)
             continue
         plain.update(x.casefold() for x in _SPLIT_CODE.split(tok) if len(x) > 1)
-    return frozenset(codes), frozenset(plain), _tiers(tokens) if _has_digit(title) else _NO_TIERS
+    if not lines:
+        return frozenset(codes), frozenset(plain), _NO_TIERS
+    if "+" not in title and SERIES_MARKS.isdisjoint(plain) and SERIES_MARKS.isdisjoint(codes):  # most titles
+        return frozenset(codes), frozenset(plain), (frozenset(lines), (), frozenset())
+    return frozenset(codes), frozenset(plain), _tiers(_tier_tokens(title), frozenset(lines))
 
 
 def series_conflict(a: Tiers, b: Tiers) -> tuple[str, str] | None:
