@@ -33,6 +33,7 @@ WEAR = "Worn twice, like new, smoke-free home."
 ONE_FLAT = "Bright flat near the metro, 2nd floor, renovated kitchen."
 OTHER_FLAT = "Quiet studio on the courtyard, 5th floor with lift."
 PHONE = "Like new, always in a case, with box and charger."
+HOUSE = "Bright house with garden, close to schools and shops, double glazing."
 
 PAIRS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("mileage repost", {"title": "VW Golf 1.4 TSI 2015 85000 km", "body": CAR, "price": 9500},
@@ -53,6 +54,8 @@ PAIRS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
      {"title": "iPhone 12 64GB black - 420 EUR", "body": FLAT, "price": 420}),
     ("price drop, bare number", {"title": "Sofa 3 seater - 250", "body": "Grey fabric sofa, good condition.", "price": 250},
      {"title": "Sofa 3 seater - 200", "body": "Grey fabric sofa, good condition.", "price": 200}),
+    ("price drop, in thousands", {"title": "House 3 bed - 250k", "body": HOUSE, "price": 250_000},
+     {"title": "House 3 bed - 245k", "body": HOUSE, "price": 245_000}),
     ("phone with country code", {"title": "iPhone 12 64GB black", "body": "Good condition. Call 06 12 34 56 78.",
                                  "price": 450},
      {"title": "iPhone 12 64GB black", "body": "Good condition. Call +33 6 12 34 56 78.", "price": 440}),

@@ -495,7 +495,8 @@ def test_a_price_in_the_title_is_no_number_and_a_repost_whose_price_dropped_is_a
                                  ("2 bed flat £1,500 pcm", "2 bed flat £1,450 pcm", 1500, 1450),
                                  ("2 bed flat - 1500 EUR", "2 bed flat - 1450 EUR", 1500, 1450),
                                  ("Sofa 3 seater 250€ negotiable", "Sofa 3 seater 200€ negotiable", 250, 200),
-                                 ("iPhone 12 64GB black - 450", "iPhone 12 64GB black - 420", 450, 420)):
+                                 ("iPhone 12 64GB black - 450", "iPhone 12 64GB black - 420", 450, 420),
+                                 ("House 3 bed - 250k", "House 3 bed - 245k", 250_000, 245_000)):
         repost = _pair({"title": first, "body": body, "price": p1}, {"title": again, "body": body, "price": p2})
         assert decide(repost.score, CFG) is not None, repost.summary()
         assert not {"models", "numbers"} & set(repost.reasons), repost.summary()
@@ -507,6 +508,9 @@ def test_a_price_in_the_title_is_no_number_and_a_repost_whose_price_dropped_is_a
     assert fines.reasons["numbers"]["similarity"] == 0, fines.summary()
     other = _pair({"title": "iPhone 12 64GB black - 450", "price": 450}, {"title": "iPhone 12 128GB black - 450", "price": 450})
     assert other.reasons["numbers"]["similarity"] == 0, other.summary()
+    # "250k" is the price written in thousands only where the price is 250,000
+    assert m._title_parts("House 3 bed - 250k", 250_000.0)[3] == frozenset({"250"})
+    assert m._title_parts("House 3 bed - 250k", 245_000.0)[3] == frozenset()
     # a number equal to the price on one side only is still a number (a spec the other omits)
     assert m.numbers_conflict_parts(m._title_parts("Sofa 3 seater - 250", 250.0), m._title_parts("Sofa 3 seater - 200", None)) == 0.0
 

@@ -931,7 +931,7 @@ def _title_parts(title: str, price: float | None = None) -> TitleParts:
     size after a size label as ``size:<letter>``, :data:`SIZES`), its
     odometer readings in kilometres (:func:`daemon.signatures.odometer_readings`) and those of its
     numbers that equal the record's own ``price`` (:func:`price_value` of its price field, to the
-    cent; empty without one). Odometer readings are left out of the numbers and the words, and so
+    cent, or in thousands written with a ``k``: ``250k`` at price 250,000; empty without one). Odometer readings are left out of the numbers and the words, and so
     are amounts of money (:func:`daemon.signatures.without_prices`: ``1500 EUR``, ``€1500/month``)
     in the title of a record with a price: a listing's own price or rent, which its price field
     compares. A record without one (a headline) keeps them: ``$450 million`` is what it reports."""
@@ -942,15 +942,20 @@ def _title_parts(title: str, price: float | None = None) -> TitleParts:
     cleaned = without_odometer(normalised) if mileages else normalised
     if price is not None:
         cleaned = without_prices(cleaned)
+    thousands: set[str] = set()  # numbers written with a "k" (250k), when that is the record's price
     for w in words(_THOUSANDS.sub("", cleaned)):
         if not _has_digit(w):
             plain.update([x for x in _SPLIT_CODE.split(w) if len(x) > 1])
         elif not model_numbers(w):
             nums.update(_canonical_number(n) for n in _NUMBER.findall(w)
                         if len(n.split(".")[0]) <= MAX_NUMBER_DIGITS)
+            if price is not None and w[-1] == "k" and _NUMBER.fullmatch(w[:-1]) \
+                    and abs(float(w[:-1]) * 1000 - price) < 0.5:
+                thousands.add(_canonical_number(w[:-1]))
     if not plain.isdisjoint(_SIZE_LABELS):  # a size label (a word of the title) and its letter
         plain.update("size:" + s for s in _SIZE_LABEL.findall(normalised))
-    priced = frozenset(n for n in nums if abs(float(n) - price) < 0.005) if price is not None else frozenset()
+    priced = frozenset(n for n in nums if n in thousands or abs(float(n) - price) < 0.005) \
+        if price is not None else frozenset()
     return frozenset(nums), frozenset(plain), mileages, priced
 
 
