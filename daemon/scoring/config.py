@@ -117,7 +117,8 @@ EVIDENCE = ("both", "positive")
 #: * ``colours`` (3.0): otherwise equal titles name different colours (``Black`` / ``Red``): a
 #:   colour is part of the item, nearly as telling as a model number;
 #: * ``variants`` (3.0): otherwise equal titles name different codes that are no model numbers
-#:   (``EFSATB`` / ``EFSATS`` without digits, ``G10`` / ``SX10IS`` too short): the code is the item,
+#:   (``EFSATB`` / ``EFSATS`` without digits, ``G10`` / ``SX10IS`` too short), or two tiers of one
+#:   line (``Galaxy S21`` / ``S21+``, ``iPhone 12 Pro`` / ``12 Pro Max``): the code is the item,
 #:   as telling as a colour;
 #: * ``price_gap`` (2.0): one price at most half the other: not the same item at the same terms.
 #:
