@@ -1,0 +1,68 @@
+"""``nearsync compare``: two records scored offline as the dedup worker scores a pair."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from daemon.cli import main
+from daemon.scoring import ScoringConfig, score_pair
+from daemon.signatures import compute_signature
+
+PHONE = "Like new, always in a case, with box and charger."
+S21 = {"title": "Samsung Galaxy S21 128GB black", "body": PHONE, "price": 400}
+S21_PLUS = {"title": "Samsung Galaxy S21+ 128GB black", "body": PHONE, "price": 450}
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["compare", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_compare_prints_the_score_the_flag_and_why(capsys: pytest.CaptureFixture[str]) -> None:
+    """The text output: score and flag with the thresholds, the summary, a row per field; the score
+    is the worker's pair score of the two records (the same fields, a NULL for a field not given)."""
+    code, out, _ = _run(capsys, json.dumps(S21), json.dumps(S21_PLUS))
+    assert code == 0
+    first, summary = out.splitlines()[:2]
+    assert first == "score 57.9: not flagged (duplicate >= 90, potential_duplicate >= 70)"
+    assert "different model (S21 / S21 PLUS)" in summary
+    assert any(line.split()[:2] == ["variants", "variants"] and line.split()[3] == "0.0000" for line in out.splitlines())
+    fields = [{**{"title": None, "body": None, "price": None, "lat": None, "lon": None, "user": None,
+                  "category": None}, **r} for r in (S21, S21_PLUS)]
+    expected = score_pair(fields[0], compute_signature(fields[0]).to_document(),
+                          fields[1], compute_signature(fields[1]).to_document(), ScoringConfig.from_mapping({}))
+    assert expected.score == 57.9
+
+
+def test_compare_json_files_profile_and_config(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Records from ``@FILE``, ``--json`` output, and the settings file's thresholds applied on top
+    of the profile: the same pair is flagged once the file lowers the potential threshold."""
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(S21))
+    b.write_text(json.dumps(S21_PLUS))
+    code, out, _ = _run(capsys, f"@{a}", f"@{b}", "--json", "--profile", "products")
+    result = json.loads(out)
+    assert code == 0 and result["decision"] is None and result["potential_threshold"] == 70
+    assert result["reasons"]["variants"]["similarity"] == 0
+    toml = tmp_path / "n.toml"
+    toml.write_text("[dedup]\npotential_threshold = 50\n")
+    code, out, _ = _run(capsys, f"@{a}", f"@{b}", "--json", "--config", str(toml))
+    assert code == 0 and json.loads(out)["decision"] == "potential_duplicate"
+
+
+@pytest.mark.parametrize(("a", "message"), [
+    ('{"title": 1', "config error at 'A': is not JSON"),
+    ("[1, 2]", "must be a JSON object of fields, got list"),
+    ("@/nonexistent/record.json", "cannot read /nonexistent/record.json"),
+    ('{"title": "x", "price": "call me"}', "price: must be a number"),
+    ('{"title": "x", "lat": 95, "lon": 2}', "lat: must be within [-90, 90]"),
+])
+def test_compare_refuses_bad_records_with_one_line(capsys: pytest.CaptureFixture[str], a: str, message: str) -> None:
+    """A record that is not a JSON object, or holds a value the indexer would dead-letter, ends the
+    command with exit code 2 and one line naming the argument."""
+    code, out, err = _run(capsys, a, '{"title": "x"}')
+    assert code == 2 and out == "" and message in err and err.startswith("nearsync: ")
