@@ -514,10 +514,27 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     from daemon.ops.compare import compare_records, format_comparison, read_record
 
-    settings = load_settings(args.config, profile=args.profile)
-    c = compare_records(settings, read_record(args.a, "A"), read_record(args.b, "B"))
+    if args.ids:
+        c = asyncio.run(_compare_indexed(args))
+    else:
+        settings = load_settings(args.config, profile=args.profile)
+        c = compare_records(settings, read_record(args.a, "A"), read_record(args.b, "B"))
     print(json.dumps(c.as_json(), ensure_ascii=False, indent=2) if args.json else format_comparison(c))
     return 0
+
+
+async def _compare_indexed(args: argparse.Namespace) -> Any:
+    """``nearsync compare --ids A B``: :func:`daemon.ops.compare.compare_indexed` on the configured
+    database and index."""
+    from daemon.db.pool import configure_session
+    from daemon.ops.compare import compare_indexed
+    from daemon.service import opened_backend
+
+    settings = _settings(args)
+    async with opened_backend(settings) as backend, \
+            await psycopg.AsyncConnection.connect(settings.dsn, autocommit=True) as conn:
+        await configure_session(conn)
+        return await compare_indexed(settings, backend, conn, args.a, args.b)
 
 
 # -- parser ----------------------------------------------------------------------------------------
@@ -786,11 +803,16 @@ def build_parser() -> argparse.ArgumentParser:
                     "common-code rule, which need the corpus snapshot of an indexed table, are left out.",
         epilog="example:\n  nearsync compare '{\"title\": \"Galaxy S21 128GB\", \"price\": 400}' "
                "'{\"title\": \"Galaxy S21+ 128GB\", \"price\": 450}'\n"
-               "  nearsync compare @a.json @b.json --profile products --json")
+               "  nearsync compare @a.json @b.json --profile products --json\n"
+               "  nearsync compare --ids 1042 1187 --config nearsync.toml")
     cmp.add_argument("a", metavar="A", help="the earlier record: a JSON object of its fields by role (title, body, "
                                             "price, lat, lon, user, category, ...), inline or @FILE")
     cmp.add_argument("b", metavar="B", help="the other record, the same way")
+    cmp.add_argument("--ids", action="store_true",
+                     help="A and B are record ids of the tracked table: score their indexed documents with the "
+                          "table's corpus snapshot, exactly as the dedup worker does now (needs the database)")
     cmp.add_argument("--config", metavar="FILE", help="TOML settings file (default: $NEARSYNC_CONFIG)")
+    cmp.add_argument("--dsn", help="PostgreSQL DSN, with --ids (default: $NEARSYNC_DSN or [database] dsn)")
     cmp.add_argument("--profile", choices=list(PROFILES), help="dedup profile (default: [dedup] profile, or classified)")
     cmp.add_argument("--json", action="store_true", help="print the result as JSON")
     cmp.set_defaults(func=cmd_compare)

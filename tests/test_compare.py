@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,3 +67,42 @@ def test_compare_refuses_bad_records_with_one_line(capsys: pytest.CaptureFixture
     command with exit code 2 and one line naming the argument."""
     code, out, err = _run(capsys, a, '{"title": "x"}')
     assert code == 2 and out == "" and message in err and err.startswith("nearsync: ")
+
+
+@pytest.mark.parametrize("backend_name", ["postgres"], indirect=True)  # the command's default backend
+async def test_compare_ids_scores_indexed_records_with_the_corpus_snapshot(settings: Any,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """``--ids``: two records of the tracked table, read from the index, scored with the table's
+    active corpus snapshot: the score is ``score_pair`` of their documents under the snapshot, and the
+    output names the snapshot's version. An id without a document ends with exit code 2."""
+    import asyncio
+
+    import psycopg
+
+    from daemon.db.rarity import load_active
+    from daemon.dedup.settings import dedup_options
+    from daemon.ops.rarity import refresh_rarity
+    from daemon.service import opened_backend
+    from tests.conftest import running_indexer, wait_until
+    from tests.test_rarity import CORPUS, _ad, _insert, index_done
+
+    s = settings
+    async with running_indexer(s):
+        await _insert(s.dsn, [_ad(f"f{i}", CORPUS[i % len(CORPUS)]) for i in range(30)])
+        a, b = await _insert(s.dsn, [_ad("u1", "oak table vintage set walnut"), _ad("u1", "oak table vintage lot walnut")])
+        await wait_until(lambda: index_done(s.dsn), timeout=60)
+    async with opened_backend(s) as backend:
+        report = await refresh_rarity(s, backend, requeue=False, progress=False)
+        docs = await backend.get("public.ads", [a, b])
+    async with await psycopg.AsyncConnection.connect(s.dsn) as c:
+        snapshot = await load_active(c, "public.ads")
+    cfg = dedup_options(s).scoring.with_snapshot(snapshot)
+    expected = score_pair(docs[a].fields, docs[a].signature, docs[b].fields, docs[b].signature, cfg)
+    capsys.readouterr()
+    code = await asyncio.to_thread(main, ["compare", "--ids", a, b, "--dsn", s.dsn, "--json"])
+    out = capsys.readouterr().out
+    result = json.loads(out[out.index("{"):])
+    assert code == 0 and result["snapshot"] == report["version"]
+    assert result["score"] == expected.score and result["summary"] == expected.summary()
+    code = await asyncio.to_thread(main, ["compare", "--ids", a, "999999", "--dsn", s.dsn])
+    assert code == 2 and "record '999999' of public.ads has no document in the index" in capsys.readouterr().err

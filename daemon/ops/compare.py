@@ -7,6 +7,10 @@ the ``[signatures]`` / ``[dedup]`` settings of the configuration), without a dat
 corpus snapshot: token rarity and the common-code rule, which need the snapshot of an indexed
 table, are left out, so a pair's score can differ from the worker's by the rarity share of the
 title (a quarter of it at most, ``[dedup] rarity``).
+
+With ``--ids`` the two records are instead two indexed documents of the tracked table
+(:func:`compare_indexed`): their fields and signatures as the index holds them and the table's
+active corpus snapshot, so the score is the one the worker gives the pair now.
 """
 
 from __future__ import annotations
@@ -16,11 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
+from daemon.backends.base import IndexBackend
 from daemon.capture.documents import coerce_numbers
 from daemon.config import Settings
+from daemon.db import rarity as rarity_store
 from daemon.dedup.settings import dedup_options, typed_fields
 from daemon.errors import ConfigError, RecordError
-from daemon.scoring import PairScore, decide, score_pair
+from daemon.scoring import PairScore, ScoringConfig, decide, score_pair
 from daemon.signatures import SignatureParams, compute_signature
 
 
@@ -33,6 +41,7 @@ class Comparison:
         summary: the moderator's one-line explanation (as stored with a link).
         reasons: field -> ``{"metric", "similarity" (0-1), "weight", ...}`` (as stored with a link).
         duplicate_threshold / potential_threshold: the thresholds the decision used (0-100).
+        snapshot: the version of the corpus snapshot scored with (:func:`compare_indexed`), or None.
     """
 
     score: float
@@ -41,11 +50,20 @@ class Comparison:
     reasons: dict[str, dict[str, Any]]
     duplicate_threshold: float
     potential_threshold: float
+    snapshot: int | None = None
+
+    @classmethod
+    def of(cls, pair: PairScore, cfg: ScoringConfig) -> Comparison:
+        """The comparison of a scored pair under ``cfg`` (its thresholds and snapshot)."""
+        return cls(score=pair.score, decision=decide(pair.score, cfg), summary=pair.summary(), reasons=pair.reasons,
+                   duplicate_threshold=cfg.duplicate_threshold, potential_threshold=cfg.potential_threshold,
+                   snapshot=None if cfg.snapshot is None else cfg.snapshot.version)
 
     def as_json(self) -> dict[str, Any]:
         """A JSON-serialisable dict of every attribute."""
         return {"score": self.score, "decision": self.decision, "summary": self.summary, "reasons": self.reasons,
-                "duplicate_threshold": self.duplicate_threshold, "potential_threshold": self.potential_threshold}
+                "duplicate_threshold": self.duplicate_threshold, "potential_threshold": self.potential_threshold,
+                "snapshot": self.snapshot}
 
 
 def read_record(value: str, name: str) -> dict[str, Any]:
@@ -96,17 +114,43 @@ def compare_records(settings: Settings, a: dict[str, Any], b: dict[str, Any]) ->
     a, b = _as_indexed(settings, a, "A"), _as_indexed(settings, b, "B")
     pair: PairScore = score_pair(a, compute_signature(a, params).to_document(),
                                  b, compute_signature(b, params).to_document(), cfg)
-    return Comparison(score=pair.score, decision=decide(pair.score, cfg), summary=pair.summary(),
-                      reasons=pair.reasons, duplicate_threshold=cfg.duplicate_threshold,
-                      potential_threshold=cfg.potential_threshold)
+    return Comparison.of(pair, cfg)
+
+
+async def compare_indexed(settings: Settings, backend: IndexBackend, conn: psycopg.AsyncConnection[Any],
+                          a_id: str, b_id: str) -> Comparison:
+    """Score two indexed records of the tracked table as the dedup worker scores the pair now: their
+    documents as the index holds them, the configuration's fields and thresholds, and the table's
+    active corpus snapshot (token rarity, common codes) when ``[dedup] rarity`` uses one.
+
+    Args:
+        settings: the configuration (profile applied). backend: the opened index backend.
+        conn: a connection to the database (reads the active snapshot).
+        a_id, b_id: the two records' primary keys as text.
+    Returns:
+        A :class:`Comparison` (``snapshot``: the version used, or None without one).
+    Raises:
+        ConfigError: a record that has no live document in the index (key ``ids``), or an invalid
+            ``[dedup]`` setting. psycopg.Error, TransientIndexError: the database or the index failed.
+    """
+    table = settings.source.qualified
+    docs = await backend.get(table, [a_id, b_id])
+    for rid in (a_id, b_id):
+        if rid not in docs:
+            raise ConfigError("ids", f"record {rid!r} of {table} has no document in the index (deleted, not "
+                                     f"indexed yet, or not a record of that table)")
+    cfg = await rarity_store.following(conn, table, dedup_options(settings).scoring)
+    a, b = docs[a_id], docs[b_id]
+    return Comparison.of(score_pair(a.fields, a.signature, b.fields, b.signature, cfg), cfg)
 
 
 def format_comparison(c: Comparison) -> str:
     """The text ``nearsync compare`` prints: the score and flag, the summary, then a row per
     compared field (metric, weight, similarity, and whether it counted)."""
     flag = c.decision or "not flagged"
+    snapshot = "" if c.snapshot is None else f"; corpus snapshot {c.snapshot}"
     lines = [f"score {c.score:.1f}: {flag} (duplicate >= {c.duplicate_threshold:g}, "
-             f"potential_duplicate >= {c.potential_threshold:g})", c.summary, "",
+             f"potential_duplicate >= {c.potential_threshold:g}{snapshot})", c.summary, "",
              f"{'field':<12} {'metric':<14} {'weight':>6} {'similarity':>10}  counted"]
     for name, r in sorted(c.reasons.items(), key=lambda kv: (-float(kv[1].get("weight", 0)), kv[0])):
         counted = "no" if r.get("counted") is False else "yes"
