@@ -27,10 +27,9 @@ from daemon.signatures import (  # MAX_PRICE and price_value: the signer reads p
     jaccard_from_minhash,
     model_numbers,
     normalise_text,
-    odometer_readings,
     price_value,
+    split_odometer,
     title_codes,
-    without_odometer,
     without_prices,
     words,
 )
@@ -938,8 +937,8 @@ def _title_parts(title: str, price: float | None = None) -> TitleParts:
     nums: set[str] = set()
     plain: set[str] = set()
     normalised = normalise_text(title)
-    mileages = frozenset(odometer_readings(normalised))
-    cleaned = without_odometer(normalised) if mileages else normalised
+    readings, cleaned = split_odometer(normalised)
+    mileages = frozenset(readings)
     if price is not None:
         cleaned = without_prices(cleaned)
     thousands: set[str] = set()  # numbers written with a "k" (250k), when that is the record's price

@@ -24,7 +24,7 @@ from __future__ import annotations
 from .batch import compute_signatures, record_error
 from .bottomk import bottomk_jaccard, bottomk_similar, bottomk_sketch
 from .extract import (MAX_PRICE, emails, model_numbers, model_numbers_from_words, odometer_readings, phone_numbers,
-                      price_value, title_codes, without_odometer, without_prices)
+                      price_value, split_odometer, title_codes, without_odometer, without_prices)
 from .geo import geo_tokens, neighbours
 from .lsh import band_keys, lsh_params, s_curve, s_curve_table
 from .minhash import MINHASH_EMPTY, jaccard_from_minhash, minhash
@@ -78,6 +78,7 @@ __all__ = [
     "sentences",
     "shingle_hashes",
     "simhash",
+    "split_odometer",
     "signatures_enabled",
     "simhash_from_hashes",
     "super_tokens",

@@ -132,6 +132,28 @@ number too."""
 KM_PER_MILE = 1.609344
 
 
+def split_odometer(normalised: str) -> tuple[list[int], str]:
+    """:func:`odometer_readings` and :func:`without_odometer` of ``normalised`` in one scan.
+
+    Returns:
+        ``(readings, text)``: the readings in kilometres as :func:`odometer_readings` gives them,
+        and the text with each reading blanked out as :func:`without_odometer` gives it.
+    """
+    if not _may_hold_a_reading(normalised):
+        return [], normalised
+    out: list[int] = []
+    pieces: list[str] = []
+    at = 0
+    for m in _ODOMETER.finditer(normalised):
+        number, thousands, unit = _reading_parts(m)
+        value = _distance(number, thousands)
+        if value >= MIN_ODOMETER:  # a label other than km (mileage, odometer) names no unit: as written
+            out.append(round(value * (KM_PER_MILE if unit.startswith("mi") and unit != "mileage" else 1.0)))
+            pieces += [normalised[at:m.start()], " "]
+            at = m.end()
+    return _unique(out), "".join(pieces) + normalised[at:] if pieces else normalised
+
+
 def odometer_readings(normalised: str) -> list[int]:
     """The odometer readings of a normalised text, in kilometres (:data:`_ODOMETER`, at least
     :data:`MIN_ODOMETER` in the written unit; miles × :data:`KM_PER_MILE`; after a ``mileage`` or
