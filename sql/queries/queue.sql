@@ -53,12 +53,16 @@ LEFT JOIN (SELECT * FROM queued WHERE claimed_by = %(worker)s) c ON true;
 -- holds it, or its holder is dead (no longer holds its advisory lock). SKIP LOCKED lets several
 -- workers claim side by side; the claim itself commits at once, so user writes never wait on us.
 -- A row taken over from a dead holder counts one more takeover (migration 0015): its worker
--- stopped with the row in hand (daemon.capture.loop, "Poison records").
+-- stopped with the row in hand (daemon.capture.loop, "Poison records"). Not when the row was
+-- claimed before the server last started: then the holder lost its lock to a restart of
+-- PostgreSQL, which every row in hand shares, not to a stop of its own.
 WITH alive AS (
     SELECT objid::integer AS worker_id FROM pg_locks
     WHERE locktype = 'advisory' AND classid = 28275 AND objsubid = 2 AND granted
 ), picked AS (
-    SELECT t.queue, t.table_name, t.record_id, (t.claimed_by IS NOT NULL AND t.claimed_by <> %(worker)s) AS orphaned
+    SELECT t.queue, t.table_name, t.record_id,
+           (t.claimed_by IS NOT NULL AND t.claimed_by <> %(worker)s
+            AND t.claimed_at >= pg_postmaster_start_time()) AS orphaned
     FROM nearsync.index_tracking t
     WHERE t.queue = %(queue)s
       AND (t.claimed_by IS NULL OR t.claimed_by = %(worker)s
@@ -134,14 +138,16 @@ WHERE claimed_by = %(worker)s AND queue = %(queue)s;
 
 -- name: claim_row
 -- Claim one given change again (the suspect a lane gave back while it waited to handle it alone),
--- if it is still that change and nobody alive holds it; counts a takeover as `claim` does.
+-- if it is still that change and nobody alive holds it; counts a takeover as `claim` does (not
+-- for a claim made before the server last started).
 WITH alive AS (
     SELECT objid::integer AS worker_id FROM pg_locks
     WHERE locktype = 'advisory' AND classid = 28275 AND objsubid = 2 AND granted
 )
 UPDATE nearsync.index_tracking t
 SET claimed_by = %(worker)s, claimed_at = clock_timestamp(),
-    takeovers = t.takeovers + (t.claimed_by IS NOT NULL AND t.claimed_by <> %(worker)s)::integer
+    takeovers = t.takeovers + (t.claimed_by IS NOT NULL AND t.claimed_by <> %(worker)s
+                               AND t.claimed_at >= pg_postmaster_start_time())::integer
 WHERE t.queue = %(queue)s AND t.table_name = %(table)s AND t.record_id = %(record_id)s AND t.seq = %(seq)s
   AND (t.claimed_by IS NULL OR t.claimed_by = %(worker)s OR t.claimed_by NOT IN (SELECT worker_id FROM alive))
 RETURNING t.table_name, t.record_id, t.op, t.seq, t.changed_at, t.attempts, t.takeovers;
