@@ -41,13 +41,3 @@ def test_phone_and_odometer_readers_are_total(title: str) -> None:
         assert p.isdigit() and MIN_PHONE_DIGITS <= len(p) <= MAX_PHONE_DIGITS, (title, p)
     assert all(isinstance(r, int) and r >= 1000 for r in odometer_readings(text)), title
 
-
-@_FUZZ
-@given(_TITLE | st.text(max_size=80))
-def test_split_odometer_is_the_two_readers_in_one(title: str) -> None:
-    """``split_odometer`` gives exactly ``odometer_readings`` and ``without_odometer`` (one scan for
-    the scorer's title parts instead of two)."""
-    from daemon.signatures import split_odometer, without_odometer
-
-    text = normalise_text(title)
-    assert split_odometer(text) == (odometer_readings(text), without_odometer(text))

@@ -133,7 +133,8 @@ KM_PER_MILE = 1.609344
 
 
 def split_odometer(normalised: str) -> tuple[list[int], str]:
-    """:func:`odometer_readings` and :func:`without_odometer` of ``normalised`` in one scan.
+    """:func:`odometer_readings` and :func:`without_odometer` of ``normalised`` in one scan (both
+    are this function's halves; the scorer's title parts take the two at once).
 
     Returns:
         ``(readings, text)``: the readings in kilometres as :func:`odometer_readings` gives them,
@@ -164,15 +165,7 @@ def odometer_readings(normalised: str) -> list[int]:
     Returns:
         The readings rounded to a kilometre, in order of appearance; at most :data:`MAX_ITEMS`.
     """
-    if not _may_hold_a_reading(normalised):
-        return []
-    out: list[int] = []
-    for m in _ODOMETER.finditer(normalised):
-        number, thousands, unit = _reading_parts(m)
-        value = _distance(number, thousands)
-        if value >= MIN_ODOMETER:  # a label other than km (mileage, odometer) names no unit: as written
-            out.append(round(value * (KM_PER_MILE if unit.startswith("mi") and unit != "mileage" else 1.0)))
-    return _unique(out)
+    return split_odometer(normalised)[0]
 
 
 def without_odometer(normalised: str) -> str:
@@ -180,9 +173,7 @@ def without_odometer(normalised: str) -> str:
     its digits are read neither as a catalogue number (``85000`` in ``vw golf 2015 85000 km``) nor,
     with the year before it, as a phone number (``2015 85000``). Readings under
     :data:`MIN_ODOMETER` are kept. Returns the text unchanged when it holds none."""
-    if not _may_hold_a_reading(normalised):
-        return normalised
-    return _ODOMETER.sub(lambda m: " " if _distance(*_reading_parts(m)[:2]) >= MIN_ODOMETER else m[0], normalised)
+    return split_odometer(normalised)[1]
 
 
 def _reading_parts(m: re.Match[str]) -> tuple[str, str, str]:
