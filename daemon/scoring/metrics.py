@@ -664,7 +664,7 @@ def colours_conflict_parts(a: TitleParts, b: TitleParts) -> float | None:
         if ca <= cb or cb <= ca:
             return None
     pa, pb = wa - _VARIANT_WORDS, wb - _VARIANT_WORDS
-    if not pa or not pb or len(pa & pb) < OTHERWISE_EQUAL * min(len(pa), len(pb)):  # _otherwise_equal, inline (hot)
+    if not _otherwise_equal(pa, pb):
         return None
     return 0.0
 
@@ -898,7 +898,7 @@ def variants_conflict_parts(a: VariantParts, b: VariantParts) -> float | None:
         return 0.0
     if not ca or not cb or ca == cb:  # equal code sets: every code matches itself
         return None
-    if not wa or not wb or len(wa & wb) < OTHERWISE_EQUAL * min(len(wa), len(wb)):  # _otherwise_equal, inline (hot)
+    if not _otherwise_equal(wa, wb):
         return None
     only_a = [x for x in ca - cb if not any(_same_code(x, y) for y in cb)]
     if not only_a:
@@ -1038,7 +1038,7 @@ def numbers_conflict_parts(a: TitleParts, b: TitleParts) -> float | None:
         small, large = (na, nb) if len(na) <= len(nb) else (nb, na)
         if small <= large or _covered(small, large):
             return None
-    if not wa or not wb or len(wa & wb) < OTHERWISE_EQUAL * min(len(wa), len(wb)):  # _otherwise_equal, inline (hot)
+    if not _otherwise_equal(wa, wb):
         return None
     return 0.0
 
