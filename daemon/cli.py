@@ -2,7 +2,9 @@
 
 Exit codes: 0 ok; 1 the job found a problem (e.g. ``reindex --verify`` saw drift), or an
 unexpected error; 2 bad configuration or usage; 3 the database is not ready (missing table, column
-or migration); 4 the database or index cannot be reached, or the metrics port cannot be listened on.
+or migration); 4 the database or index cannot be reached, or the metrics port cannot be listened on;
+141 (quietly) the reader of standard output went away (``nearsync ... | head``), as for any tool
+that SIGPIPE ends.
 
 Every failure ends with one line on stderr, ``nearsync: <what is wrong>``, and no traceback unless
 ``--debug`` is given (:func:`exit_status` maps an exception to its code and line). Usage errors
@@ -15,6 +17,8 @@ import argparse
 import asyncio
 import errno
 import json
+import os
+import select
 import sys
 import traceback
 from collections.abc import Callable, Coroutine
@@ -895,6 +899,25 @@ def log_level(args: argparse.Namespace) -> str:
     return "warning" if bar and sys.stderr.isatty() else "info"
 
 
+def _stdout_closed() -> bool:
+    """Whether standard output is a pipe whose reader has gone (``| head`` that exited): polled, the
+    write end of such a pipe reports an error or a hang-up. Then it is pointed at ``/dev/null``, so
+    that the interpreter's own flush at exit does not fail again (the recipe of Python's ``signal``
+    module documentation, "Note on SIGPIPE"). False for anything else (a file, a terminal, a pipe
+    still read) and when it cannot tell."""
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        gone = any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no file descriptor (captured output), or no poll()
+        return False
+    if gone:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+    return gone
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``nearsync`` console script; returns the exit code (see the module
     docstring). A failure prints one line, ``nearsync: <problem>``, on stderr (with ``--debug``, the
@@ -910,6 +933,12 @@ def main(argv: list[str] | None = None) -> int:
         return int(func(args))
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError as e:
+        if _stdout_closed():  # the reader went away (``nearsync compare ... | head``): quiet, as cat would be
+            return 141
+        code, message = exit_status(e)
+        print(f"nearsync: {message}", file=sys.stderr)
+        return code
     except Exception as e:  # noqa: BLE001 - every failure ends as one line and a documented code
         code, message = exit_status(e)
         if getattr(args, "debug", False):

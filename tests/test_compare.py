@@ -106,3 +106,20 @@ async def test_compare_ids_scores_indexed_records_with_the_corpus_snapshot(setti
     assert result["score"] == expected.score and result["summary"] == expected.summary()
     code = await asyncio.to_thread(main, ["compare", "--ids", a, "999999", "--dsn", s.dsn])
     assert code == 2 and "record '999999' of public.ads has no document in the index" in capsys.readouterr().err
+
+
+def test_a_reader_that_went_away_ends_the_command_quietly(tmp_path: Path) -> None:
+    """``nearsync compare A B | head -1``: when standard output's reader has gone, the command ends
+    with 141 (as a tool that SIGPIPE ends) and no "unexpected error" line on stderr."""
+    import os
+    import subprocess
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first line is written
+    try:
+        done = subprocess.run([sys.executable, "-m", "daemon", "compare", json.dumps(S21), json.dumps(S21_PLUS)],
+                              stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (141, "")
