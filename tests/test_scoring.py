@@ -515,6 +515,28 @@ def test_a_price_in_the_title_is_no_number_and_a_repost_whose_price_dropped_is_a
     assert m.numbers_conflict_parts(m._title_parts("Sofa 3 seater - 250", 250.0), m._title_parts("Sofa 3 seater - 200", None)) == 0.0
 
 
+def test_an_ordinal_is_a_number_of_its_own() -> None:
+    """``2nd`` (a floor, an edition, a generation) is kept apart from a plain ``2``: one agency's
+    two flats of one block at one rent, ``2 bed ... 2nd floor`` / ``4th floor``, are two flats (the
+    first title's ``{2}`` was covered by the second's ``{2, 4}``: 92.6, ``duplicate``, before). The
+    English and French forms of one ordinal are one number; a repost that keeps it is still one."""
+    body = "Bright two bedroom flat, newly refurbished kitchen, close to Clapham Common station. Available now."
+    floors = _pair({"title": "2 bed flat to rent, Clapham, £1,850 pcm, 2nd floor", "body": body, "price": 1850},
+                   {"title": "2 bed flat to rent, Clapham, £1,850 pcm, 4th floor", "body": body, "price": 1850})
+    assert floors.reasons["numbers"]["similarity"] == 0 and "different numbers (2nd / 4th)" in floors.summary(6)
+    assert decide(floors.score, CFG) is None, floors.summary(6)
+    repost = _pair({"title": "2 bed flat to rent, Clapham, £1,850 pcm, 2nd floor", "body": body, "price": 1850},
+                   {"title": "2 bed flat to rent - Clapham - 2nd floor - £1,800 pcm", "body": body, "price": 1800})
+    assert "numbers" not in repost.reasons and decide(repost.score, CFG) is not None, repost.summary(6)
+    assert m.title_numbers("Appartement T3 Lyon 7ème") == m.title_numbers("Appartement T3 Lyon 7e") == {"3", "7th"}
+    assert m.title_numbers("1st 2nd 3rd 11th 12th 21st 1er 1re 2nde") == {"1st", "2nd", "3rd", "11th", "12th", "21st"}
+    assert m.numbers_conflict("The Hobbit, 2nd edition, hardback", "The Hobbit, 3rd edition, hardback") == 0.0
+    # the plain number for the ordinal (4G for a 4th generation) is the same number, where the title
+    # holding the ordinal does not have that plain number as well (Abt-Buy's true pair)
+    assert m.numbers_conflict("Speck ToughSkin Black Case For 4th Generation iPod Nano - NN4TSBLK",
+                              "4G Nano ToughSkin - Black - NN4-TS-BLK") is None
+    assert m.numbers_conflict("Intel Core i5 7 gen laptop", "Intel Core i5 7th gen laptop") is None
+
 def test_an_area_is_a_quantity_not_a_model_number() -> None:
     """``65m2`` (square metres, as ads write ``m²``) is a surface, like ``16gb`` a capacity: no
     model number, so an agency's two flats of one surface do not share a "model number"; the
@@ -659,6 +681,14 @@ def test_two_tiers_of_one_line_are_two_models() -> None:
     assert m.variants_conflict("iPhone 12 mini blue", "iPhone 12 blue") == 0.0
     assert m.variants_conflict("Xiaomi Redmi Note 9 Pro", "Xiaomi Redmi Note 9") == 0.0
     assert m.variants_conflict("iPhone 8 Plus black", "iPhone 8 black") == 0.0
+    # a line number with a revision letter is one too (not a quantity), a decade is not
+    six = _pair({"title": "Apple iPhone 6s 64GB Space Gray", "body": phone, "price": 450},
+                {"title": "Apple iPhone 6s Plus 64GB Space Gray", "body": phone, "price": 450})
+    assert "different model (6S / 6S PLUS)" in six.summary(6) and decide(six.score, CFG) is None, six.summary(6)
+    assert m.variants_conflict("OnePlus 7T 128GB", "OnePlus 7T Pro 128GB") == 0.0
+    assert m.variants_conflict("Xiaomi Mi 10T 128GB", "Xiaomi Mi 10T Pro 128GB") == 0.0
+    assert m.variants_conflict("iPhone 6s+ 64GB", "iPhone 6s Plus 64GB") is None
+    assert m.variants_conflict("Best of the 80s Plus", "Best of the 80s") is None
     # "plus" before another word is the conjunction (a headline, an ad's extra), and "4k" a quantity
     assert m.variants_conflict("Watch: New Trailer For 'Game Of Thrones' Season 4 Plus Plot Details",
                                "'Game of Thrones' season 4: Watch the new trailer") is None

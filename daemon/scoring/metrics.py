@@ -396,6 +396,23 @@ def _otherwise_equal(wa: frozenset[str], wb: frozenset[str]) -> bool:
     return bool(wa) and bool(wb) and len(wa & wb) >= OTHERWISE_EQUAL * min(len(wa), len(wb))
 
 
+_ORDINAL = re.compile(r"(\d{1,4})(?:st|nd|rd|th|er|re|ere|e|eme|nde)")
+"""An ordinal written with digits (a word of a normalised title): English ``1st`` ``2nd`` ``3rd``
+``4th``, French ``1er`` ``1re`` ``2e`` ``2eme`` (``2ème`` with its accent folded) ``2nde``: a floor,
+an edition, a generation, an arrondissement. :func:`_title_parts` keeps it apart from the plain
+number (:func:`_ordinal`), so that ``2 bed flat, 2nd floor`` / ``2 bed flat, 4th floor`` are two
+flats rather than the first title's numbers ``{2}`` being covered by the second's ``{2, 4}``."""
+
+
+def _ordinal(digits: str) -> str:
+    """The canonical, English, form of an ordinal's number (:data:`_ORDINAL`): ``"02"`` ->
+    ``"2nd"``, ``"11"`` -> ``"11th"``, ``"21"`` -> ``"21st"``; so ``7e`` and ``7ème`` and ``7th``
+    are one, and a summary shows ``different numbers (2nd / 4th)``."""
+    n = int(digits)
+    suffix = "th" if n % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 def _canonical_number(text: str) -> str:
     """``"007"`` -> ``"7"``, ``"2.0"`` -> ``"2"``, ``"14.70"`` -> ``"14.7"``."""
     if "." in text:
@@ -698,7 +715,16 @@ _SERIES = re.compile(r"[a-z]{0,2}\d{1,3}[a-z]?")
 """A model's number within its line, as :data:`SERIES_MARKS` follow it: 1-3 digits, at most two
 letters before and one after (``12``, ``8``, ``S21``, ``A52``, ``P30``). Longer codes are model
 numbers (the ``models`` field's), 4-digit numbers are mostly years, and a number with a unit letter
-is a quantity (``4k``, ``5g``; so ``6s`` is left out too)."""
+is a quantity (``4k``, ``5g``, ``3d``, ``10x``), unless the letter is a revision's
+(:data:`_REVISION`: ``6s``)."""
+
+_REVISION = re.compile(r"\d{1,2}[ct]|\d?[1-9]s")
+"""A line number with a revision letter, which :func:`is_quantity` would read as a quantity: the
+``s`` and ``c`` of ``iPhone 6s`` / ``5c``, the ``t`` of ``OnePlus 7T`` / ``Xiaomi 10T``. None of
+the three is a unit letter a tier word follows in a title (those are ``k``, ``g``, ``d``, ``x``,
+``p``: ``4K Ultra HD``, ``5G``, ``3D``, ``10x``, ``1080p``); a tens' ``s`` is a decade (``80s``),
+not a revision. The number counts only where :func:`_tiers` finds a tier word right after it, so
+``2t`` or ``5s`` elsewhere change nothing."""
 
 
 Tiers = tuple[frozenset[str], tuple[str, ...], frozenset[str]]
@@ -803,7 +829,8 @@ def _variant_parts(title: str) -> VariantParts:
             quantity = not digits_only and is_quantity(low)
             if not digits_only and len(joined) >= MIN_SHORT_CODE and not quantity:
                 codes.add(low)
-            if len(low) <= 6 and not quantity and _SERIES.fullmatch(low):  # a line number (S21, 12)
+            if len(low) <= 6 and (not quantity or _REVISION.fullmatch(low)) and _SERIES.fullmatch(low):
+                # a line number (S21, 12, 6s)
                 lines.add(low)
             continue
         if mixed_case and joined.isupper() and len(joined) >= MIN_CAPS_CODE and low not in COLOURS:
@@ -925,7 +952,8 @@ TitleParts = tuple[frozenset[str], frozenset[str], frozenset[int], frozenset[str
 
 @lru_cache(maxsize=65_536)
 def _title_parts(title: str, price: float | None = None) -> TitleParts:
-    """``(numbers, words, mileages, priced)`` of a title: the numbers of :func:`title_numbers`, the
+    """``(numbers, words, mileages, priced)`` of a title: the numbers of :func:`title_numbers` (an
+    ordinal as one of its own, :data:`_ORDINAL`: ``2nd``, not ``2``), the
     set of its other words (no digit in them; split at ``-./``, single letters left out; a letter
     size after a size label as ``size:<letter>``, :data:`SIZES`), its
     odometer readings in kilometres (:func:`daemon.signatures.odometer_readings`) and those of its
@@ -942,9 +970,12 @@ def _title_parts(title: str, price: float | None = None) -> TitleParts:
     if price is not None:
         cleaned = without_prices(cleaned)
     thousands: set[str] = set()  # numbers written with a "k" (250k), when that is the record's price
+    ordinals: set[str] = set()
     for w in words(_THOUSANDS.sub("", cleaned)):
         if not _has_digit(w):
             plain.update([x for x in _SPLIT_CODE.split(w) if len(x) > 1])
+        elif (o := _ORDINAL.fullmatch(w)) is not None:
+            ordinals.add(_ordinal(o.group(1)))
         elif not model_numbers(w):
             nums.update(_canonical_number(n) for n in _NUMBER.findall(w)
                         if len(n.split(".")[0]) <= MAX_NUMBER_DIGITS)
@@ -955,7 +986,7 @@ def _title_parts(title: str, price: float | None = None) -> TitleParts:
         plain.update("size:" + s for s in _SIZE_LABEL.findall(normalised))
     priced = frozenset(n for n in nums if n in thousands or abs(float(n) - price) < 0.005) \
         if price is not None else frozenset()
-    return frozenset(nums), frozenset(plain), mileages, priced
+    return frozenset(nums | ordinals), frozenset(plain), mileages, priced
 
 
 def title_numbers(title: str) -> frozenset[str]:
@@ -964,7 +995,7 @@ def title_numbers(title: str) -> frozenset[str]:
     at most :data:`MAX_NUMBER_DIGITS` digits before the point: sizes, capacities, versions,
     generations (``40'``, ``120GB``, ``7th``, ``Windows 7``, ``Passport 8500``, ``9500ci``), as
     canonical decimal strings (``"2.0"`` -> ``"2"``; ``"50,000"`` is one 5-digit number, so left
-    out)."""
+    out); an ordinal in its English form (``"7th"``, from ``7th`` or French ``7e``, :func:`_ordinal`)."""
     return _title_parts(title)[0]
 
 
@@ -989,9 +1020,18 @@ def mileages_agree(a: frozenset[int], b: frozenset[int]) -> bool:
 
 def _covered(small: frozenset[str], large: frozenset[str]) -> bool:
     """Every number of ``small`` is in ``large``, or is the whole part of one there (``14`` for
-    ``14.7``: a rounded figure) or the other way round."""
+    ``14.7``: a rounded figure) or the other way round, or is an ordinal whose plain number is
+    there (``4th`` for the ``4`` of ``4G Nano``, a 4th generation) or the other way round, as long
+    as ``small`` does not hold that plain number (or that ordinal) itself: then the one there is
+    its own, and ``{2, 2nd}`` (``2 bed, 2nd floor``) is not covered by ``{2, 4th}``."""
     whole = {n.split(".")[0] for n in large}
-    return all(n in large or n in whole or n.split(".")[0] in large for n in small)
+    for n in small:
+        if n in large or n in whole or n.split(".")[0] in large:
+            continue
+        other = n.rstrip("stndrh") if n[-1].isalpha() else _ordinal(n) if n.isdigit() else None
+        if other is None or other not in large or other in small:
+            return False
+    return True
 
 
 def numbers_conflict(a: Any, b: Any) -> float | None:
