@@ -472,13 +472,12 @@ def _detail(spec: FieldSpec, sim: float, a_fields: Mapping[str, Any], b_fields: 
             return f"different mileage ({min(ma):,} / {min(mb):,} km)"
         return f"different numbers ({' '.join(sorted(na - nb)[:2])} / {' '.join(sorted(nb - na)[:2])})"
     if spec.metric == "colours":
-        wa, wb = _title_words(a_fields), _title_words(b_fields)
-        ca, cb = m.COLOURS & wa, m.COLOURS & wb
-        kind = "colour"
-        if ca <= cb or cb <= ca:  # the conflict is in the sizes
-            ca, cb, kind = m.SIZES & wa, m.SIZES & wb, "size"
+        found = m.variant_difference(_title_words(a_fields), _title_words(b_fields))
+        if found is None:  # not reached: the metric is 0 only on a difference
+            return f"different {label}"
+        kind, only_a, only_b = found
         show = lambda xs: " ".join(x.removeprefix("size:") for x in sorted(xs)[:2])  # noqa: E731
-        return f"different {kind} ({show(ca - cb)} / {show(cb - ca)})"
+        return f"different {kind} ({show(only_a)} / {show(only_b)})"
     if spec.metric == "variants":
         (ca, _, sa), (cb, _, sb) = m._variant_parts(str(a_fields["title"])), m._variant_parts(str(b_fields["title"]))
         tiers = m.series_conflict(sa, sb)

@@ -114,8 +114,11 @@ EVIDENCE = ("both", "positive")
 #:   maker's number, ``FS105`` / ``FS105NA``);
 #: * ``numbers`` (2.0): the titles' sizes, capacities or versions conflict (``40'`` / ``46'``,
 #:   ``120GB`` / ``16GB``, ``Passport 8500`` / ``9500ci``): a product line's other item;
-#: * ``colours`` (3.0): otherwise equal titles name different colours (``Black`` / ``Red``): a
-#:   colour is part of the item, nearly as telling as a model number;
+#: * ``colours`` (3.0): otherwise equal titles name different colours (``Black`` / ``Red``),
+#:   garment sizes (``size M`` / ``size L``) or values of another attribute of an item
+#:   (:data:`~daemon.scoring.metrics.ATTRIBUTES`: ``mens`` / ``womens``, ``left`` / ``right``,
+#:   ``petrol`` / ``diesel``, ``single`` / ``double``): part of the item, nearly as telling as a
+#:   model number;
 #: * ``variants`` (3.0): otherwise equal titles name different codes that are no model numbers
 #:   (``EFSATB`` / ``EFSATS`` without digits, ``G10`` / ``SX10IS`` too short), or two tiers of one
 #:   line (``Galaxy S21`` / ``S21+``, ``iPhone 12 Pro`` / ``12 Pro Max``): the code is the item,

@@ -648,7 +648,57 @@ numbers of the title (:func:`numbers_conflict`)."""
 _SIZE_LABELS = frozenset(("size", "taille", "talla", "taglia", "grosse", "gr", "maat", "tam"))
 _SIZE_LABEL = re.compile(r"(?<!\w)(?:" + "|".join(sorted(_SIZE_LABELS)) + r")\.? ?:? ?(" + "|".join(
     sorted(_LETTER_SIZES, key=len, reverse=True)) + r")(?!\w)")
-_VARIANT_WORDS = COLOURS | SIZES
+
+_ATTRIBUTE_VALUES: dict[str, dict[str, tuple[str, ...]]] = {
+    "gender": {"men": ("men", "mens", "male", "gents", "homme", "hommes"),
+               "women": ("women", "womens", "ladies", "female", "femme", "femmes"),
+               "boys": ("boys", "boy", "garcon", "garcons"), "girls": ("girls", "girl", "fille", "filles")},
+    "side": {"left": ("left", "lh", "nearside", "gauche"), "right": ("right", "rh", "offside", "droite", "droit")},
+    "position": {"front": ("front", "avant"), "rear": ("rear", "arriere")},
+    "fuel": {"petrol": ("petrol", "gasoline", "essence"), "diesel": ("diesel",), "electric": ("electric", "electrique"),
+             "hybrid": ("hybrid", "hybride"), "lpg": ("lpg", "gpl")},
+    "gearbox": {"manual": ("manual", "manuelle"), "automatic": ("automatic", "auto", "automatique")},
+    "bed size": {"single": ("single",), "double": ("double",), "king": ("king", "kingsize"), "queen": ("queen",)},
+}
+ATTRIBUTES: dict[str, tuple[str, str]] = {
+    word: (kind, value) for kind, values in _ATTRIBUTE_VALUES.items() for value, ws in values.items() for word in ws}
+"""Title words (English and French, accents folded, as :func:`_title_parts` gives them) naming a
+value of an attribute that sets one item of a seller's or a shop's line apart from the next, as a
+colour does, word -> ``(attribute, value)``: who it is for (``mens`` / ``womens`` jacket, ``boys``
+/ ``girls`` shoes; ``male`` / ``female`` puppy or connector), which side (a car's ``left`` /
+``right`` headlight) or end (``front`` / ``rear`` brake discs), which fuel or gearbox (a dealer's
+``petrol`` / ``diesel`` and ``manual`` / ``automatic`` cars of one model), which bed size
+(``single`` / ``double`` frame, ``king`` / ``queen`` mattress). A seller lists such a pair with one
+title and one description, the word swapped: with the text shared they scored 89-95, often
+``duplicate`` (auto-reject), before :func:`colours_conflict` counted them. Each list holds the
+words of one value only, so a title naming both values (``male to female`` adapter) covers one
+naming either, and words with a common other sense stay out (``man``, ``back``, ``twin``). The
+values of the words of the attribute, not the words, are compared: ``mens`` / ``men`` and
+``petrol`` / ``essence`` agree."""
+_ATTRIBUTE_WORDS = frozenset(ATTRIBUTES)
+_VARIANT_WORDS = COLOURS | SIZES | _ATTRIBUTE_WORDS
+
+
+def variant_difference(wa: frozenset[str], wb: frozenset[str]) -> tuple[str, frozenset[str], frozenset[str]] | None:
+    """The first attribute in which two titles' words (:func:`_title_parts`) each name a value the
+    other lacks: ``("colour", {"black"}, {"red"})``, ``("size", {"size:m"}, {"size:l"})`` (:data:`SIZES`), or one
+    of :data:`ATTRIBUTES`' (``("gender", {"men"}, {"women"})``, values in their canonical form);
+    None when no attribute does (a value named by one title only, or by both, is no difference)."""
+    ca, cb = wa & COLOURS, wb & COLOURS
+    if ca and cb and not (ca <= cb or cb <= ca):
+        return "colour", ca - cb, cb - ca
+    ca, cb = wa & SIZES, wb & SIZES
+    if ca and cb and not (ca <= cb or cb <= ca):
+        return "size", ca - cb, cb - ca
+    aa, ab = wa & _ATTRIBUTE_WORDS, wb & _ATTRIBUTE_WORDS
+    if not aa or not ab:
+        return None
+    for kind in sorted({ATTRIBUTES[w][0] for w in aa} & {ATTRIBUTES[w][0] for w in ab}):
+        va = frozenset(ATTRIBUTES[w][1] for w in aa if ATTRIBUTES[w][0] == kind)
+        vb = frozenset(ATTRIBUTES[w][1] for w in ab if ATTRIBUTES[w][0] == kind)
+        if not (va <= vb or vb <= va):
+            return kind, va - vb, vb - va
+    return None
 
 
 def colours_conflict(a: Any, b: Any) -> float | None:
@@ -659,7 +709,9 @@ def colours_conflict(a: Any, b: Any) -> float | None:
     ``Cobalt/Black`` / ``Crimson/Black``) in otherwise equal titles (:data:`OTHERWISE_EQUAL`, colours
     aside) is evidence against; a colour named by one title only is none (``Graphite Black`` /
     ``Black``, or no colour at all). Garment sizes (:data:`SIZES`: ``size M`` / ``size L``, ``XL`` /
-    ``XXL``) count as colours do.
+    ``XXL``) count as colours do, and so do the other attributes of :data:`ATTRIBUTES` (``mens`` /
+    ``womens``, ``left`` / ``right``, ``petrol`` / ``diesel``, ``single`` / ``double``:
+    :func:`variant_difference`).
 
     Returns:
         0.0 on a conflict, else None.
@@ -673,13 +725,9 @@ def colours_conflict_parts(a: TitleParts, b: TitleParts) -> float | None:
     """:func:`colours_conflict` of two titles' :func:`_title_parts` (which the scorer keeps per
     record, :meth:`daemon.scoring.side.Side.title_parts`): 0.0 on a conflict, else None."""
     wa, wb = a[1], b[1]
-    ca, cb = wa & COLOURS, wb & COLOURS
-    if not ca or not cb or ca <= cb or cb <= ca:  # no colour conflict: a size conflict? (a colour
-        if wa.isdisjoint(SIZES) or wb.isdisjoint(SIZES):  # on one side and a size on the other is none)
-            return None
-        ca, cb = wa & SIZES, wb & SIZES
-        if ca <= cb or cb <= ca:
-            return None
+    if (wa.isdisjoint(_VARIANT_WORDS) or wb.isdisjoint(_VARIANT_WORDS)  # most titles: no such word
+            or variant_difference(wa, wb) is None):
+        return None
     pa, pb = wa - _VARIANT_WORDS, wb - _VARIANT_WORDS
     if not _otherwise_equal(pa, pb):
         return None
