@@ -537,6 +537,24 @@ def test_an_ordinal_is_a_number_of_its_own() -> None:
                               "4G Nano ToughSkin - Black - NN4-TS-BLK") is None
     assert m.numbers_conflict("Intel Core i5 7 gen laptop", "Intel Core i5 7th gen laptop") is None
 
+
+def test_a_number_written_as_a_word_is_a_number() -> None:
+    """``Two bedroom flat`` / ``Three bedroom flat`` with one agency's description scored 92.7,
+    ``duplicate``; a number word standing alone is now the title's number, so they are two flats and
+    ``2 bedroom`` / ``Two bedroom`` (a repost) agree. A word joined to others (``All-in-One``) and the
+    French words with another common sense (``un``, ``sept``, ``neuf``) stay words."""
+    body = ("Bright flat on the second floor, newly refurbished kitchen, close to the station. Available now, "
+            "no pets, references required.")
+    flats = _pair({"title": "Two bedroom flat to rent, Leith", "body": body, "price": 1200},
+                  {"title": "Three bedroom flat to rent, Leith", "body": body, "price": 1200})
+    assert "different numbers (2 / 3)" in flats.summary(6) and decide(flats.score, CFG) is None, flats.summary(6)
+    repost = _pair({"title": "2 bedroom flat to rent, Leith", "body": body, "price": 1200},
+                   {"title": "Two bedroom flat to rent, Leith", "body": body, "price": 1150})
+    assert "numbers" not in repost.reasons and decide(repost.score, CFG) == "duplicate", repost.summary(6)
+    assert m.title_numbers("Appartement trois pièces, Lyon") == {"3"}
+    assert m.title_numbers("Canon PIXMA MP620 All-In-One Printer") == frozenset()
+    assert m.title_numbers("Vélo neuf, une taille, sept vitesses") == frozenset()
+
 def test_an_area_is_a_quantity_not_a_model_number() -> None:
     """``65m2`` (square metres, as ads write ``m²``) is a surface, like ``16gb`` a capacity: no
     model number, so an agency's two flats of one surface do not share a "model number"; the

@@ -404,6 +404,20 @@ number (:func:`_ordinal`), so that ``2 bed flat, 2nd floor`` / ``2 bed flat, 4th
 flats rather than the first title's numbers ``{2}`` being covered by the second's ``{2, 4}``."""
 
 
+NUMBER_WORDS: dict[str, str] = {
+    **{w: str(i) for i, w in enumerate(("one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+                                        "ten", "eleven", "twelve"), start=1)},
+    **{w: str(i) for i, w in ((2, "deux"), (3, "trois"), (4, "quatre"), (5, "cinq"), (6, "six"), (8, "huit"),
+                              (10, "dix"), (11, "onze"), (12, "douze"))},
+}
+"""Numbers written as words (English and French, one to twelve), which :func:`_title_parts` reads
+as the title's numbers where the word stands alone: ``Two bedroom flat`` / ``Three bedroom flat``
+(one agency's two flats, one description) are two numbers apart as ``2 bed`` / ``3 bed`` are, and
+``2 bedroom`` / ``Two bedroom`` (a repost) agree. A word joined to others is left as a word
+(``All-in-One``, ``two-way``); French ``un``/``une`` (also the article), ``sept`` (also September)
+and ``neuf`` (also "new") are left out."""
+
+
 def _ordinal(digits: str) -> str:
     """The canonical, English, form of an ordinal's number (:data:`_ORDINAL`): ``"02"`` ->
     ``"2nd"``, ``"11"`` -> ``"11th"``, ``"21"`` -> ``"21st"``; so ``7e`` and ``7ème`` and ``7th``
@@ -1001,7 +1015,8 @@ TitleParts = tuple[frozenset[str], frozenset[str], frozenset[int], frozenset[str
 @lru_cache(maxsize=65_536)
 def _title_parts(title: str, price: float | None = None) -> TitleParts:
     """``(numbers, words, mileages, priced)`` of a title: the numbers of :func:`title_numbers` (an
-    ordinal as one of its own, :data:`_ORDINAL`: ``2nd``, not ``2``), the
+    ordinal as one of its own, :data:`_ORDINAL`: ``2nd``, not ``2``; a number written as a word
+    alone as its digits, :data:`NUMBER_WORDS`), the
     set of its other words (no digit in them; split at ``-./``, single letters left out; a letter
     size after a size label as ``size:<letter>``, :data:`SIZES`), its
     odometer readings in kilometres (:func:`daemon.signatures.odometer_readings`) and those of its
@@ -1021,7 +1036,10 @@ def _title_parts(title: str, price: float | None = None) -> TitleParts:
     ordinals: set[str] = set()
     for w in words(_THOUSANDS.sub("", cleaned)):
         if not _has_digit(w):
-            plain.update([x for x in _SPLIT_CODE.split(w) if len(x) > 1])
+            if w in NUMBER_WORDS:
+                nums.add(NUMBER_WORDS[w])
+            else:
+                plain.update([x for x in _SPLIT_CODE.split(w) if len(x) > 1])
         elif (o := _ORDINAL.fullmatch(w)) is not None:
             ordinals.add(_ordinal(o.group(1)))
         elif not model_numbers(w):
