@@ -804,3 +804,18 @@ def test_single_field_cap_must_be_a_boolean() -> None:
     with pytest.raises(ConfigError) as e:
         ScoringConfig.from_mapping({"single_field_cap": "yes"})
     assert "single_field_cap" in str(e.value)
+
+
+def test_a_chinese_repost_is_found_and_another_model_is_not() -> None:
+    """A Chinese ad's repost, written without spaces, scored 36.8 ("different model number
+    (出售二手IPHONE12 / 128G黑色 转让IPHONE12)", "different text"): a run of Chinese characters glued to
+    a model number made one "code" and one "word". Runs are now apart from the letters and digits
+    around them and compared as character bigrams: the repost is a duplicate, the seller's iPhone 13
+    is not."""
+    body = "自用手机，无维修，电池健康百分之八十九，配原装充电器。"
+    first = {"title": "出售二手iPhone12 128G 黑色 九成新", "body": body, "price": 3000}
+    repost = _pair(first, {"title": "转让iPhone12 128G黑色 九成新 急出", "body": body, "price": 2900})
+    assert repost.reasons["models"]["similarity"] == 1.0 and decide(repost.score, CFG) is not None, repost.summary(6)
+    other = _pair(first, {"title": "出售二手iPhone13 128G 黑色 九成新", "body": body, "price": 3000})
+    assert other.reasons["models"]["similarity"] == 0 and decide(other.score, CFG) is None, other.summary(6)
+    assert m._text("出售二手iPhone12") == "出售 售二 二手 iphone12"

@@ -57,6 +57,22 @@ def test_tokens_of_degenerate_text() -> None:
         normalise_text(None)  # type: ignore[arg-type]
 
 
+def test_chinese_and_japanese_runs_become_bigrams_apart_from_latin_codes() -> None:
+    """Chinese and Japanese put no space between words: a run of their characters is split from the
+    letters and digits around it and tokenised as its character bigrams (as Lucene's CJK analyzer
+    does), so a model number glued to it (``出售二手iPhone12``) is found, and two texts sharing most
+    words share most tokens; accents are folded, not the kana's voicing marks (``ブ`` stays, not ``フ``).
+    Other scripts and ASCII text tokenise as before."""
+    text = "出售二手iPhone12 128G 黑色，自用手机。"
+    assert tokens(text, RAW) == ["出售", "售二", "二手", "iphone12", "128g", "黑色", "自用", "用手", "手机"]
+    assert "IPHONE12" in {m.upper() for m in model_numbers(text)}
+    assert tokens("【美品】iPhone12 ブラック・SIMフリー", RAW) == [
+        "美品", "iphone12", "ブラ", "ラッ", "ック", "sim", "フリ", "リー"]
+    assert normalise_text("ブラック バッグ パソコン café") == "ブラック バッグ パソコン cafe"  # a voicing mark is no accent
+    assert tokens("Продам iPhone 12, café", RAW) == ["продам", "iphone", "12", "cafe"]
+    assert tokens("кофе-машина kdl-40v4100", RAW) == ["кофе", "машина", "kdl-40v4100", "kdl40v4100"]
+
+
 def test_sentences() -> None:
     assert sentences("one two. three four! five/ six\nseven") == ["one two.", "three four!", "five", "six", "seven"]
 

@@ -21,8 +21,10 @@ from rapidfuzz.distance import OSA, JaroWinkler, Levenshtein
 from rapidfuzz.utils import default_process
 
 from daemon.signatures import (  # MAX_PRICE and price_value: the signer reads prices too
+    CJK_RUN,
     MAX_PRICE,
     bottomk_jaccard,
+    cjk_bigrams,
     hamming,
     jaccard_from_minhash,
     model_numbers,
@@ -38,10 +40,16 @@ EARTH_RADIUS_M = 6_371_008.8
 
 
 def _text(value: Any) -> str | None:
-    """Normalised text (rapidfuzz default_process: lower case, non-alphanumerics -> space) or None."""
+    """Normalised text (rapidfuzz default_process: lower case, non-alphanumerics -> space) or None.
+    Chinese and Japanese, written without spaces, come as the character bigrams of each run of their
+    characters, apart from the letters and digits around them (``出售二手iphone12`` -> ``出售 售二 二手
+    iphone12``: :func:`daemon.signatures.text.cjk_bigrams`), so that the word-set metrics
+    (``token_set``) compare them as they compare words."""
     if value is None:
         return None
     s = default_process(str(value))
+    if not s.isascii() and CJK_RUN.search(s):
+        s = " ".join(CJK_RUN.sub(lambda r: " " + " ".join(cjk_bigrams(r.group())) + " ", s).split())
     return s or None
 
 
@@ -795,6 +803,16 @@ Tiers = tuple[frozenset[str], tuple[str, ...], frozenset[str]]
 _NO_TIERS: Tiers = (frozenset(), (), frozenset())
 
 
+def _pieces(title: str) -> list[str]:
+    """A raw title's whitespace-separated pieces, each run of Chinese or Japanese characters
+    (:data:`~daemon.signatures.text.CJK_RUN`, written without spaces) a piece of its own:
+    ``"出售二手iPhone12 Pro"`` -> ``["出售二手", "iPhone12", "Pro"]``, as the signer's word candidates
+    split them."""
+    if title.isascii() or not CJK_RUN.search(title):
+        return title.split()
+    return CJK_RUN.sub(lambda r: f" {r.group()} ", title).split()
+
+
 def _ends_plus(following: str | None) -> bool:
     """Whether the word ``plus`` before ``following`` (the title's next token, None at its end) can
     name a tier (``iPhone 8 Plus``, ``Galaxy S21 Plus 128GB``, ``... Plus - black``, ``... Plus
@@ -810,7 +828,7 @@ def _tier_tokens(title: str) -> list[str]:
     ``+`` after it (``S21+``); a punctuation mark ending a word as a token of its own (``12,``), and
     a word of punctuation alone as itself: both end a run of tier words."""
     tokens: list[str] = []
-    for raw in title.split():
+    for raw in _pieces(title):
         joined = _SPLIT_CODE.sub("", raw.strip(_EDGE_PUNCT))
         if not joined.isalnum():
             tokens.append(raw.casefold())
@@ -879,7 +897,7 @@ def _variant_parts(title: str) -> VariantParts:
     codes: set[str] = set()
     plain: set[str] = set()
     lines: set[str] = set()
-    for raw in title.split():
+    for raw in _pieces(title):
         tok = raw.strip(_EDGE_PUNCT)
         joined = _SPLIT_CODE.sub("", tok)
         if not joined.isalnum():

@@ -35,9 +35,11 @@ from .signature import (DOCUMENT_KEYS, MAX_TEXT_CHARS, Signature, TextSketch, ca
                         text_sketch)
 from .simhash import block_keys, hamming, simhash, simhash_from_hashes
 from .supertokens import super_tokens
-from .text import LANGUAGES, TextOptions, normalise_text, sentences, tokens, tokens_from_words, words
+from .text import CJK_RUN, LANGUAGES, TextOptions, cjk_bigrams, normalise_text, sentences, tokens, tokens_from_words, words
 
 __all__ = [
+    "CJK_RUN",
+    "cjk_bigrams",
     "MAX_PRICE",
     "DOCUMENT_KEYS",
     "LANGUAGES",

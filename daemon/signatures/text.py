@@ -6,7 +6,9 @@ optionally accents folded (NFKD, combining marks dropped); whitespace collapsed.
 so that the result stays readable (it is what :attr:`Signature.text <daemon.signatures.Signature.text>` shows).
 
 :func:`tokens` then splits the normalised text into word tokens. A token is a run of letters/digits,
-optionally joined by internal ``-``, ``.`` or ``/`` (``kdl-40v4100``, ``33-1/3``, ``1.5``):
+optionally joined by internal ``-``, ``.`` or ``/`` (``kdl-40v4100``, ``33-1/3``, ``1.5``); Chinese
+and Japanese, written without spaces, give the character bigrams of each run of their characters
+(:func:`cjk_bigrams`):
 
 * a joined token mixing letters and digits (a model number) is kept as is **and** in its joined form
   (``kdl-40v4100`` → ``kdl-40v4100``, ``kdl40v4100``);
@@ -45,7 +47,13 @@ _BLOCK_CLOSE = {
     "style": re.compile(r"</style\s*>", re.IGNORECASE),
 }
 _TAG = re.compile(r"<[!/]?[a-zA-Z][^<>]{0,2000}>")
-_TOKEN = re.compile(r"[^\W_]+(?:[-./][^\W_]+)*")
+_CJK_CHARS = "\u3040-\u30fa\u30fc-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
+"""Hiragana, katakana (with the prolonged sound mark, without the middle dot ``・``, a separator), CJK ideographs (the unified block, extension
+A, the compatibility block) and half-width katakana: the scripts that Chinese and Japanese write
+without spaces between words."""
+CJK_RUN = re.compile(f"[{_CJK_CHARS}]+")
+"""A run of :data:`_CJK_CHARS` characters."""
+_TOKEN = re.compile(f"[{_CJK_CHARS}]+|[^\\W_{_CJK_CHARS}]+(?:[-./][^\\W_{_CJK_CHARS}]+)*")
 _TOKEN_ASCII = re.compile(r"[a-z0-9]+(?:[-./][a-z0-9]+)*")  # same on case-folded ASCII text, ~40% faster
 _JOINERS = re.compile(r"[-./]")
 _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+|\s*[\n\r]+\s*|\s*/\s+|\s+/\s*|\s+[|•·]\s+")
@@ -92,9 +100,17 @@ def _strip_blocks(text: str) -> str:
     return "".join(parts)
 
 
+_KANA_VOICING = frozenset("\u3099\u309a")
+"""The combining voiced and semi-voiced sound marks of kana (dakuten, handakuten): they make another
+letter (``フ`` + ``゙`` is ``ブ``), not an accent, so :func:`_fold_accents` keeps them."""
+
+
 def _fold_accents(text: str) -> str:
+    """``text`` without its accents: decomposed (NFKD), combining marks dropped (the kana voicing
+    marks, :data:`_KANA_VOICING`, kept), recomposed (NFC): ``é`` -> ``e``, ``ブ`` stays ``ブ``."""
     decomposed = unicodedata.normalize("NFKD", text)
-    return unicodedata.normalize("NFC", "".join(c for c in decomposed if not unicodedata.combining(c)))
+    return unicodedata.normalize("NFC", "".join(c for c in decomposed
+                                                if not unicodedata.combining(c) or c in _KANA_VOICING))
 
 
 def normalise_text(text: str, fold_accents: bool = True) -> str:
@@ -156,7 +172,10 @@ def _synonym_map(synonyms: tuple[tuple[str, str], ...], fold: bool) -> dict[str,
 
 
 def words(normalised: str) -> list[str]:
-    """Word candidates of a normalised text: runs of letters/digits, possibly joined by ``-./``.
+    """Word candidates of a normalised text: runs of letters/digits, possibly joined by ``-./``; a run
+    of Chinese or Japanese characters (:data:`CJK_RUN`) is a candidate of its own, apart from the
+    letters and digits around it (``"出售二手iphone12"`` -> ``"出售二手"``, ``"iphone12"``), and
+    :func:`tokens` makes its bigrams (:func:`cjk_bigrams`).
 
     Returns:
         ``list[str]`` in text order (``"kdl-40v4100"``, ``"33-1/3"``, ``"wide-range"`` stay whole); the
@@ -173,13 +192,25 @@ MAX_TOKEN_CHARS = 64
 """Longer word candidates (base64 blobs, URLs glued together) are dropped rather than tokenised."""
 
 
+def cjk_bigrams(run: str) -> list[str]:
+    """The overlapping character bigrams of a run of Chinese or Japanese characters (:data:`CJK_RUN`):
+    ``"二手手机"`` -> ``["二手", "手手", "手机"]``; a run of one character is itself. Those scripts put no
+    space between words, so a run is a phrase, not a word; bigrams are the tokens search engines
+    index such text by without a dictionary (Lucene's ``CJKBigramFilter``, Elasticsearch's ``cjk``
+    analyzer), and two texts sharing most words share most bigrams."""
+    return [run] if len(run) < 2 else [run[i:i + 2] for i in range(len(run) - 1)]
+
+
 def _expand(candidates: list[str]) -> list[str]:
     out: list[str] = []
     for tok in candidates:
-        if len(tok) > MAX_TOKEN_CHARS:
+        if len(tok) > MAX_TOKEN_CHARS and not CJK_RUN.match(tok):
             continue
         if tok.isalnum():
-            out.append(tok)
+            if not tok.isascii() and CJK_RUN.match(tok):  # a Chinese or Japanese phrase: its bigrams
+                out.extend(cjk_bigrams(tok))
+            else:
+                out.append(tok)
             continue
         joined = _JOINERS.sub("", tok)
         if joined.isalpha():
