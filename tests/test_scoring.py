@@ -819,3 +819,5 @@ def test_a_chinese_repost_is_found_and_another_model_is_not() -> None:
     other = _pair(first, {"title": "出售二手iPhone13 128G 黑色 九成新", "body": body, "price": 3000})
     assert other.reasons["models"]["similarity"] == 0 and decide(other.score, CFG) is None, other.summary(6)
     assert m._text("出售二手iPhone12") == "出售 售二 二手 iphone12"
+    white = _pair(first, {"title": "出售二手iPhone12 128G 白色 九成新", "body": body, "price": 3000})
+    assert "different colour (黑色 / 白色)" in white.summary(6) and decide(white.score, CFG) != "duplicate"

@@ -657,8 +657,13 @@ COLOURS = frozenset((
     "noir", "blanc", "rouge", "bleu", "vert", "gris", "argent", "jaune", "marron",
     "onyx", "burgundy", "charcoal", "magenta", "cyan", "lavender", "indigo", "olive", "khaki", "aqua",
     "fuchsia", "scarlet",
+    # Chinese and Japanese, each a run of its own characters (:func:`_pieces`)
+    "黑色", "白色", "红色", "蓝色", "绿色", "黄色", "粉色", "紫色", "灰色", "金色", "银色", "橙色", "棕色",
+    "ブラック", "ホワイト", "レッド", "ブルー", "グリーン", "イエロー", "ピンク", "パープル", "グレー", "ゴールド",
+    "シルバー",
 ))
-"""Colour words (English, French) recognised in titles by :func:`colours_conflict`."""
+"""Colour words (English, French; Chinese and Japanese where the colour stands as a run of its own,
+``128G 黑色``, not inside a longer run) recognised in titles by :func:`colours_conflict`."""
 
 _LETTER_SIZES = ("xxs", "xs", "s", "m", "l", "xl", "xxl", "xxxl")
 SIZES = frozenset(("xxs", "xs", "xl", "xxl", "xxxl", *(f"size:{s}" for s in _LETTER_SIZES)))
