@@ -27,8 +27,9 @@ def test_the_set_is_seeded_and_its_pairs_stay_within_one_seller() -> None:
 
 
 def test_the_set_holds_the_patterns_it_is_built_around() -> None:
-    """Prices in titles, the three ways of writing a mileage, a phone in both writings, and one
-    seller's look-alike items that are no pair (the hard negatives)."""
+    """Prices in titles, the three ways of writing a mileage, a phone in both writings, one seller's
+    look-alike items that are no pair (the hard negatives, among them items alike but for a floor,
+    a gearbox, a cut or a tier), and rooms written as a word."""
     records, pairs = build_classifieds(seed=41, sellers=400)
     titles = [r["title"] for r in records]
     assert any(t.endswith(" €") for t in titles) and any("€/month" in t or "/month" in t for t in titles)
@@ -47,6 +48,19 @@ def test_the_set_holds_the_patterns_it_is_built_around() -> None:
     stocks = [ads for ads in originals_by_user.values() if len(ads) >= 2]
     assert len(stocks) > 50  # sellers with look-alike items of one kind, none of them a pair
     assert all(b["id"] not in linked[a["id"]] for ads in stocks for a in ads for b in ads if a is not b)
+    # items alike but for one word: a floor, a gearbox, a cut, a tier
+    twins = {"floor": r"\d(st|nd|rd|th) floor", "gearbox": r" (manual|automatic) ", "cut": r" (mens|womens) size"}
+    for kind, pattern in twins.items():
+        assert any(sum(bool(re.search(pattern, a["title"])) for a in ads) >= 2 for ads in stocks), kind
+    tiers = (("iPhone 6s \\d", "iPhone 6s Plus \\d"), ("Galaxy S21 \\d", "Galaxy S21\\+ \\d"),
+             ("iPhone 12 \\d", "iPhone 12 Pro \\d"))
+    assert any(any(re.search(base, a["title"]) for a in ads) and any(re.search(tier, a["title"]) for a in ads)
+               for ads in stocks for base, tier in tiers)
+    # a flat's rooms written as a word, and a repost that writes them the other way
+    flats = {r["id"]: r for r in records if r["category"] == "flat"}
+    worded = lambda t: re.match(r"(One|Two|Three|Four) bed", re.sub(r"^\W*(URGENT|PRICE REDUCED|Must go!)\W*", "", t))
+    assert any(worded(r["title"]) for r in flats.values())
+    assert any(a in flats and bool(worded(flats[a]["title"])) != bool(worded(flats[b]["title"])) for a, b in pairs)
 
 
 def test_the_command_writes_both_files_and_checks_its_options(tmp_path: Path,

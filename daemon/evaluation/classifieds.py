@@ -11,14 +11,20 @@ set). It exercises what classified-ads sites write that product catalogues do no
 * **the seller's phone number** in the body, a repost writing it with or without the country code
   (``06 12 34 56 78`` / ``+33 6 12 34 56 78``);
 * **hard negatives in one seller's stock**: a dealer's cars of one make, model and year (mileages
-  at least 8,000 km and 5% apart); an agency's flats with the same rooms in one postcode (other
-  surfaces and rents); one garment in two or three sizes or colours; one phone model in two
-  storage sizes or colours. Their bodies are drawn from the category's few phrases, so they share
-  many words.
+  at least 8,000 km and 5% apart), or two of one model a few hundred km apart, one with a manual
+  and one with an automatic gearbox; an agency's flats with the same rooms in one postcode (other
+  surfaces and rents), or flats of one block alike but for their floor (``2nd floor`` / ``4th
+  floor``); one garment in two or three sizes or colours, or in one size and colour for men and
+  for women; one phone model in two storage sizes or colours, or two tiers of its line in one
+  storage size and colour (``iPhone 6s`` / ``6s Plus``, ``Galaxy S21`` / ``S21+``). Their bodies
+  are drawn from the category's few phrases, so they share many words.
+* **numbers written as words**: some agencies write a flat's rooms as a word (``Two bed flat``), and
+  a repost may write them the other way.
 * **reposts**: about half of the ads are reposted once, some twice, each with one to three edits
   drawn from: the price dropped (and restated in the title where the seller writes it there), the
-  mileage raised (cars), the phone written the other way, an ``URGENT`` / ``PRICE REDUCED`` / emoji
-  prefix, two title words swapped, the body's sentences reordered, a typo in the title.
+  mileage raised (cars), the phone written the other way, the rooms written the other way (flats),
+  an ``URGENT`` / ``PRICE REDUCED`` / emoji prefix, two title words swapped, the body's sentences
+  reordered, a typo in the title.
 
 The true pairs are repost ↔ original (their closure also links two reposts of one ad); there are
 none across sellers. Records are written in creation order (every original first, then the
@@ -49,10 +55,16 @@ CITIES = (("Paris", "75011"), ("Paris", "75015"), ("Lyon", "69003"), ("Lyon", "6
           ("Lille", "59000"), ("Nantes", "44000"), ("Bordeaux", "33000"))
 CLOTHES = (("Zara", "summer dress"), ("Zara", "wool coat"), ("H&M", "denim jacket"), ("Nike", "hoodie"),
            ("Adidas", "track jacket"), ("Levi's", "501 jeans"), ("Mango", "linen shirt"), ("Uniqlo", "down jacket"))
+CUTS = ("mens", "womens")
+"""Cuts of the garments other than the dress (a seller's one jacket for men and for women)."""
 COLOURS = ("black", "white", "navy", "red", "grey", "beige", "green", "pink")
 SIZES = ("XS", "S", "M", "L", "XL", "XXL")
 PHONES = (("iPhone", "12"), ("iPhone", "13"), ("iPhone", "11 Pro"), ("Galaxy", "S21"), ("Galaxy", "A52"),
-          ("Pixel", "6"), ("Xiaomi", "Redmi Note 10"))
+          ("Pixel", "6"), ("Xiaomi", "Redmi Note 10"), ("iPhone", "6s"))
+TIERS = {"12": ("12", "12 Pro"), "S21": ("S21", "S21+"), "6s": ("6s", "6s Plus")}
+"""The models of :data:`PHONES` whose line has another tier a seller may list beside them."""
+ROOM_WORDS = ("One", "Two", "Three", "Four")
+GEARBOXES = ("manual", "automatic")
 STORAGE = (64, 128, 256)
 CAR_LINES = ("Full service history.", "Non-smoker, no pets.", "Timing belt done last year.", "Two keys.",
              "New tyres.", "Air conditioning works fine.", "MOT valid.", "Second owner.")
@@ -63,7 +75,7 @@ CLOTH_LINES = ("Worn twice.", "Like new.", "Smoke-free home.", "Can send by post
 PHONE_LINES = ("No scratches.", "Battery health 89%.", "With box and charger.", "Unlocked, any network.",
                "Screen protector since day one.")
 PREFIXES = ("URGENT - ", "PRICE REDUCED - ", "\U0001f525 ", "Must go! ")
-EDITS = ("price", "mileage", "phone", "prefix", "swap_words", "body_order", "typo")
+EDITS = ("price", "mileage", "phone", "rooms", "prefix", "swap_words", "body_order", "typo")
 
 
 def _grouped(n: int) -> str:
@@ -93,20 +105,33 @@ class _Seller:
         self.mileage_style = rng.randrange(3)
         self.phone = _phone(rng) if rng.random() < 0.6 else None
         self.phone_style = rng.randrange(2)
+        self.rooms_in_words = rng.random() < 0.3
 
 
-def _title(category: str, item: dict[str, Any], seller: _Seller, price: int) -> str:
-    """The ad's title in the seller's style, with its current price and (cars) mileage."""
+def _ordinal(n: int) -> str:
+    """``2`` → ``2nd``."""
+    return f"{n}{'th' if n % 100 in (11, 12, 13) else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def _title(category: str, item: dict[str, Any], seller: _Seller, price: int, *,
+           rooms_in_words: bool | None = None) -> str:
+    """The ad's title in the seller's style, with its current price and (cars) mileage; a flat's
+    rooms as a word where the seller writes them so (``rooms_in_words`` overrides it: a repost)."""
     if category == "car":
         km = item["km"]
         reading = (f"{km} km", f"{_grouped(km)} km", f"km {_dotted(km)}")[seller.mileage_style]
-        base = f"{item['make']} {item['model']} {item['engine']} {item['year']} {reading}".replace("  ", " ")
+        gearbox = f" {item['gearbox']}" if item.get("gearbox") else ""
+        base = f"{item['make']} {item['model']} {item['engine']}{gearbox} {item['year']} {reading}".replace("  ", " ")
         return f"{base} - {price} €" if seller.price_in_title else base
     if category == "flat":
-        base = f"{item['rooms']} bed flat {item['surface']}m2 {item['city']} {item['postcode']}"
+        words = seller.rooms_in_words if rooms_in_words is None else rooms_in_words
+        rooms = ROOM_WORDS[item["rooms"] - 1] if words else str(item["rooms"])
+        floor = f" {_ordinal(item['floor'])} floor" if item.get("floor") else ""
+        base = f"{rooms} bed flat {item['surface']}m2{floor} {item['city']} {item['postcode']}"
         return f"{base} - €{price}/month" if seller.price_in_title else base
     if category == "clothes":
-        base = f"{item['brand']} {item['item']} size {item['size']} {item['colour']}"
+        cut = f" {item['cut']}" if item.get("cut") else ""
+        base = f"{item['brand']} {item['item']}{cut} size {item['size']} {item['colour']}"
         return f"{base} - {price}€" if seller.price_in_title else base
     base = f"{item['brand']} {item['model']} {item['storage']}GB {item['colour']}"
     return f"{base} - {price} EUR" if seller.price_in_title else base
@@ -125,9 +150,14 @@ def _stock(rng: random.Random, category: str) -> list[tuple[dict[str, Any], int]
     """One seller's items of one category and their prices: one to four items of a kind, which are
     the hard negatives of one another (see the module docstring)."""
     n = rng.choice((1, 1, 2, 3, 4))
+    twins = n >= 2 and rng.random() < 0.35  # items alike but for one word (see the module docstring)
     if category == "car":
         make, model, engine = rng.choice(CARS)
         year = rng.randint(2008, 2022)
+        if twins:  # two of one model a few hundred km apart, one manual, one automatic
+            km, price = rng.randrange(15_000, 220_000, 100), rng.randrange(3_000, 25_000, 100)
+            return [({"make": make, "model": model, "engine": engine, "year": year, "gearbox": g,
+                      "km": km + rng.randrange(0, 800, 50)}, price + rng.randrange(0, 300, 50)) for g in GEARBOXES]
         kms: list[int] = []
         while len(kms) < n:
             km = rng.randrange(15_000, 220_000, 100)
@@ -138,15 +168,27 @@ def _stock(rng: random.Random, category: str) -> list[tuple[dict[str, Any], int]
     if category == "flat":
         city, postcode = rng.choice(CITIES)
         rooms = rng.randint(1, 4)
+        if twins:  # one block's flats alike but for their floor
+            surface = rng.randrange(18 + 15 * rooms, 40 + 25 * rooms)
+            rent = 12 * surface + rng.randrange(0, 400, 10)
+            return [({"rooms": rooms, "surface": surface, "floor": f, "city": city, "postcode": postcode}, rent)
+                    for f in sorted(rng.sample(range(1, 7), n))]
         surfaces = rng.sample(range(18 + 15 * rooms, 40 + 25 * rooms), n)
         return [({"rooms": rooms, "surface": s, "city": city, "postcode": postcode}, 12 * s + rng.randrange(0, 400, 10))
                 for s in surfaces]
     if category == "clothes":
         brand, item = rng.choice(CLOTHES)
         price = rng.randrange(8, 80)
+        if twins and item != "summer dress":  # one garment in one size and colour, for men and for women
+            size, colour = rng.choice(SIZES), rng.choice(COLOURS[:3])
+            return [({"brand": brand, "item": item, "cut": cut, "size": size, "colour": colour}, price) for cut in CUTS]
         variants = rng.sample([(s, c) for s in SIZES for c in COLOURS[:3]], n)
         return [({"brand": brand, "item": item, "size": s, "colour": c}, price) for s, c in variants]
     brand, model = rng.choice(PHONES)
+    if twins and model in TIERS:  # two tiers of one line in one storage size and colour
+        storage, colour = rng.choice(STORAGE), rng.choice(COLOURS[:2])
+        return [({"brand": brand, "model": tier, "storage": storage, "colour": colour}, rng.randrange(150, 900, 10))
+                for tier in TIERS[model]]
     models = rng.sample([(g, c) for g in STORAGE for c in COLOURS[:2]], min(n, 6))
     return [({"brand": brand, "model": model, "storage": g, "colour": c}, rng.randrange(150, 900, 10))
             for g, c in models]
@@ -177,7 +219,8 @@ def _repost(rng: random.Random, ad: dict[str, Any], edits: list[str]) -> dict[st
         body = [f"Call {seller.phone[1 - seller.phone_style]}." if s.startswith("Call ") else s for s in body]
     if "body_order" in edits:
         rng.shuffle(body)
-    title = _title(ad["category"], item, seller, price)
+    flip = "rooms" in edits and ad["category"] == "flat"
+    title = _title(ad["category"], item, seller, price, rooms_in_words=(not seller.rooms_in_words) if flip else None)
     if "swap_words" in edits:
         words = title.split()
         words[0], words[1] = words[1], words[0]
