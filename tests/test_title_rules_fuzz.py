@@ -1,6 +1,7 @@
 """Property tests of the title rules on generated titles (hypothesis): the conflict detectors are
 symmetric and total, and the phone and odometer readers never raise and return well-formed values,
-whatever mix of words, tier words, numbers, units, separators and punctuation a title holds."""
+whatever mix of words, tier words, numbers, ordinals, number words, attribute words, units,
+separators, punctuation and Chinese or Japanese a title holds."""
 
 from __future__ import annotations
 
@@ -14,7 +15,10 @@ from daemon.signatures.extract import MAX_PHONE_DIGITS, MIN_PHONE_DIGITS, odomet
 _WORDS = ["iPhone", "Galaxy", "Pro", "pro", "Max", "plus", "Plus", "Ultra", "mini", "Lite", "black", "size",
           "M", "XL", "flat", "km", "miles", "EUR", "€", "Call", "S21", "S21+", "12", "8+", "2015", "85000",
           "85 000", "1500", "75011", "06 12 34 56 78", "+33", "967562-0403", "3/10/14", "64GB", "4K", "-",
-          ",", "(", ")", ":", "+", "/month", "Note", "10+", "1.2", "85.000", "120k", "2.0+", "MB15PNKSEEV2"]
+          ",", "(", ")", ":", "+", "/month", "Note", "10+", "1.2", "85.000", "120k", "2.0+", "MB15PNKSEEV2",
+          "2nd", "4th", "7ème", "floor", "Two", "three", "All-in-One", "6s", "7T", "80s", "mens", "womens",
+          "men's", "left", "right", "petrol", "diesel", "king", "queen", "male", "female", "出售二手iPhone12",
+          "黑色", "白色", "ブラック", "128G黑色"]
 _TITLE = st.lists(st.sampled_from(_WORDS), min_size=0, max_size=12).map(" ".join)
 _FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -29,6 +33,9 @@ def test_title_conflicts_are_symmetric(a: str, b: str) -> None:
         assert x == y and x in (None, 0.0), (rule.__name__, a, b, x, y)
     ta, tb = m._variant_parts(a)[2], m._variant_parts(b)[2]
     assert (m.series_conflict(ta, tb) is None) == (m.series_conflict(tb, ta) is None)
+    wa, wb = m._title_parts(a)[1], m._title_parts(b)[1]
+    d, e = m.variant_difference(wa, wb), m.variant_difference(wb, wa)
+    assert (d is None) == (e is None) and (d is None or (d[0], d[1], d[2]) == (e[0], e[2], e[1])), (a, b, d, e)
 
 
 @_FUZZ
