@@ -73,6 +73,16 @@ def test_chinese_and_japanese_runs_become_bigrams_apart_from_latin_codes() -> No
     assert tokens("кофе-машина kdl-40v4100", RAW) == ["кофе", "машина", "kdl-40v4100", "kdl40v4100"]
 
 
+def test_a_number_with_thousands_separators_is_one_token_without_them() -> None:
+    """``85,000`` (English), ``85.000`` (German, Spanish) and ``85000`` are one token, so another
+    site's copy of an ad or a repost that writes its numbers the other way shares its shingles; a
+    decimal number and a run of separators that is no grouping stay as they were."""
+    assert tokens("85,000 miles", RAW) == tokens("85.000 miles", RAW) == tokens("85000 miles", RAW) == ["85000", "miles"]
+    assert tokens("£1,850 pcm", RAW) == ["1850", "pcm"] and tokens("1,234,567", RAW) == ["1234567"]
+    assert tokens("1.4 TSI", RAW) == ["1.4", "tsi"] and tokens("3,5 t", RAW) == ["3", "5", "t"]
+    assert tokens("2.000,50", RAW) == ["2.000", "50"] and tokens("10,5,12", RAW) == ["10", "5", "12"]
+
+
 def test_sentences() -> None:
     assert sentences("one two. three four! five/ six\nseven") == ["one two.", "three four!", "five", "six", "seven"]
 

@@ -266,9 +266,27 @@ def tokens_from_words(candidates: list[str], options: TextOptions = DEFAULT_TEXT
     return list(chain.from_iterable(map(cache.__getitem__, candidates)))
 
 
+_GROUPED_NUMBER = re.compile(r"(?<![\d.,])\d{1,3}([.,])\d{3}(?:\1\d{3})*(?!\d|[.,]\d)")
+"""A number written with a thousands separator, one kind throughout (``85,000``, ``85.000``,
+``1,234,567``), not part of a longer run of digits and separators (``2.000,50``, ``1.2.3``)."""
+
+
+def _ungrouped(piece: str) -> str:
+    """``piece`` with the thousands separators of its numbers taken out (:data:`_GROUPED_NUMBER`):
+    ``£1,850`` -> ``£1850``, ``85.000`` -> ``85000``. English writes ``85,000`` where German, French
+    or Spanish sites write ``85.000`` and others ``85000``, so a repost or another site's copy of an
+    ad differs in these tokens only by a locale's habit. A decimal number (``1.4``, ``3,5``) is left
+    as it is; a number of one group with a dot (``1.500``) reads as thousands, which in listings it
+    mostly is (a price, a mileage)."""
+    if ("," in piece or "." in piece) and _GROUPED_NUMBER.search(piece):
+        return _GROUPED_NUMBER.sub(lambda m: m.group().replace(m.group(1), ""), piece)
+    return piece
+
+
 def _candidate_tokens(candidate: str, options: TextOptions) -> tuple[str, ...]:
-    """The tokens one piece or word candidate becomes (see the module docstring), in order."""
-    toks = _expand(words(candidate))
+    """The tokens one piece or word candidate becomes (see the module docstring), in order; a number
+    with thousands separators as one token without them (:func:`_ungrouped`)."""
+    toks = _expand(words(_ungrouped(candidate)))
     if options.synonyms:
         syn = _synonym_map(options.synonyms, options.fold_accents)
         toks = [r for t in toks for r in syn.get(t, (t,))]
