@@ -370,7 +370,11 @@ def test_colours_and_title_codes_tell_a_line_s_items_apart() -> None:
     assert _pair({"title": "Netgear FS105 switch"}, {"title": "Netgear FS105NA 5-port switch"}).details[
         "models"] == "near-same model number (FS105 / FS105NA)"  # not the quantity 5PORT beside them
     assert _pair({"title": "Samsung 47-inch LED TV"}, {"title": "Samsung 55-inch LED TV"}).details[
-        "models"] == "different model number (47INCH / 55INCH)"  # a quantity when nothing else differs
+        "models"] == "different size (47INCH / 55INCH)"  # a quantity when nothing else differs, named so
+    table = "Solid oak, seats four, minor marks on the top. Collection only."
+    assert _pair({"title": "Oak dining table 120x60 cm", "body": table}, {"title": "Oak dining table 140x70 cm",
+                                                                         "body": table}).details[
+        "models"] == "different size (120X60 / 140X70)"  # a dimension too
     assert _pair({"title": "Sony KDL-40V4100 TV"}, {"title": "Sony Bravia KDL40V4100 LCD"}).details[
         "models"] == "same model number (KDL40V4100)"
     assert m.title_models("Weber Genesis S320 LP Grill - 3780001") >= {"3780001"}

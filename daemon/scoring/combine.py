@@ -490,6 +490,9 @@ def _detail(spec: FieldSpec, sim: float, a_fields: Mapping[str, Any], b_fields: 
     if spec.metric == "exact":
         word = "same" if sim >= 1.0 else "near-same" if sim > 0.0 else "different"
         codes = _title_codes_shown(spec, word, a_fields, b_fields, sides) if spec.params.get("title_first") else ""
+        shown = codes.strip(" ()").replace(" / ", " ").split()
+        if shown and all(m.is_quantity(c.lower()) for c in shown):  # a dimension or a unit quantity
+            label = "size"  # (120X60 / 140X70: a table's, not a model's)
         return f"{word} {label}{codes}"
     if spec.metric == "price":
         a, b = m.price_value(a_fields.get(spec.name)), m.price_value(b_fields.get(spec.name))
