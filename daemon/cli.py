@@ -933,13 +933,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(func(args))
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError as e:
-        if _stdout_closed():  # the reader went away (``nearsync compare ... | head``): quiet, as cat would be
-            return 141
-        code, message = exit_status(e)
-        print(f"nearsync: {message}", file=sys.stderr)
-        return code
     except Exception as e:  # noqa: BLE001 - every failure ends as one line and a documented code
+        if isinstance(e, BrokenPipeError) and _stdout_closed():  # ``nearsync ... | head``: quiet, as cat is
+            return 141
         code, message = exit_status(e)
         if getattr(args, "debug", False):
             traceback.print_exc(file=sys.stderr)
