@@ -48,9 +48,9 @@ _BLOCK_CLOSE = {
 }
 _TAG = re.compile(r"<[!/]?[a-zA-Z][^<>]{0,2000}>")
 _CJK_CHARS = "\u3040-\u30fa\u30fc-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
-"""Hiragana, katakana (with the prolonged sound mark, without the middle dot ``・``, a separator), CJK ideographs (the unified block, extension
-A, the compatibility block) and half-width katakana: the scripts that Chinese and Japanese write
-without spaces between words."""
+"""Hiragana, katakana (with the prolonged sound mark, without the middle dot ``・``, a separator), CJK
+ideographs (the unified block, extension A, the compatibility block) and half-width katakana: the
+scripts that Chinese and Japanese write without spaces between words."""
 CJK_RUN = re.compile(f"[{_CJK_CHARS}]+")
 """A run of :data:`_CJK_CHARS` characters."""
 _TOKEN = re.compile(f"[{_CJK_CHARS}]+|[^\\W_{_CJK_CHARS}]+(?:[-./][^\\W_{_CJK_CHARS}]+)*")
