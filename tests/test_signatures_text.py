@@ -42,6 +42,14 @@ def test_stopwords_stemming_languages_and_synonyms() -> None:
     assert tokens("The speakers of the house") == ["speaker", "hous"]
     assert tokens("Les enceintes de la maison", TextOptions(language="french")) == ["enceint", "maison"]
     assert tokens("été", TextOptions(language="french", stem=False)) == []  # folded stop word
+    # German, Spanish and Italian sites: their function words dropped, their Snowball stemmers
+    assert tokens("Verkaufe meinen Golf mit neuen Reifen", TextOptions(language="german")) == [
+        "verkauf", "mein", "golf", "neu", "reif"]
+    assert tokens("Vendo mi coche con neumáticos nuevos", TextOptions(language="spanish")) == [
+        "vend", "coch", "neumat", "nuev"]
+    assert tokens("Vendo la mia auto con gomme nuove", TextOptions(language="italian")) == [
+        "vend", "mia", "aut", "gomm", "nuov"]
+    assert SignatureParams.from_mapping({"fields": {"title": {"language": "german"}}}).text_options("title").language == "german"
     opts = TextOptions(stem=False, synonyms=(("st.", "saint"), ("cathedral", "cathedral church")))
     assert tokens("St. Fin Barre's Cathedral", opts) == ["saint", "fin", "barre", "cathedral", "church"]
     with pytest.raises(ValueError):

@@ -28,5 +28,36 @@ FRENCH: frozenset[str] = frozenset(
     """.split()
 )
 
-STOPWORDS: dict[str, frozenset[str]] = {"english": ENGLISH, "french": FRENCH}
+GERMAN: frozenset[str] = frozenset(
+    """
+    aber alle allem allen aller alles als also am an andere anderem anderen anderer anderes auch auf aus
+    bei bin bis bist da damit dann das dass dein deine dem den der des dich die dir doch dort du durch ein
+    eine einem einen einer eines er es etwas euch euer für hab habe haben hat hatte ich ihm ihn ihr ihre
+    im in ins ist ja jede jedem jeden jeder jedes kein keine mich mir mit muss nach nicht noch nun nur ob
+    oder ohne sehr sein seine sich sie sind so soll sollte um und uns unser unter vom von vor war waren
+    was weil wenn wer wie wir wird wo zu zum zur über
+    """.split()
+)
+
+SPANISH: frozenset[str] = frozenset(
+    """
+    a al algo algunas algunos ante antes como con contra cual cuando de del desde donde durante e el ella
+    ellas ellos en entre era es esa esas ese eso esos esta estaba estas este esto estos fue fueron ha hay
+    la las le les lo los más me mi mis mucho muy ni no nos nosotros o os otra otro para pero poco por
+    porque que quien se ser si sin sobre su sus también te tiene todo tu tus un una unas uno unos y ya yo
+    él
+    """.split()
+)
+
+ITALIAN: frozenset[str] = frozenset(
+    """
+    a ad agli ai al alla alle anche che chi ci col come con contro da dal dalla dalle dei del della delle
+    dello di dove e ed era gli ha hanno i il in io la le lei li lo loro ma mi mio nei nel nella nelle no
+    noi non o per più quale quando quella quello questa questo se si sia sono su sua sue suo sul sulla
+    tra tu tutti tutto un una uno vi è
+    """.split()
+)
+
+STOPWORDS: dict[str, frozenset[str]] = {"english": ENGLISH, "french": FRENCH, "german": GERMAN, "spanish": SPANISH,
+                                        "italian": ITALIAN}
 """Language name (as accepted by ``TextOptions.language``) → raw stop-word set."""

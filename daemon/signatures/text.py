@@ -64,7 +64,8 @@ class TextOptions:
     """How one text field is tokenised.
 
     Attributes:
-        language: ``"english"`` or ``"french"`` (:data:`LANGUAGES`): picks the stop-word list and stemmer.
+        language: ``"english"``, ``"french"``, ``"german"``, ``"spanish"`` or ``"italian"`` (:data:`LANGUAGES`):
+            picks the stop-word list and the Snowball stemmer.
         stem: apply the Snowball stemmer to tokens without digits.
         stopwords: drop the language's stop words (after synonym replacement).
         fold_accents: fold accents (``é`` → ``e``) for matching.
