@@ -430,33 +430,34 @@ def _title_words(fields: Mapping[str, Any]) -> frozenset[str]:
 
 
 def _title_codes_shown(spec: FieldSpec, word: str, a_fields: Mapping[str, Any], b_fields: Mapping[str, Any],
-                       sides: tuple[Side, Side] | None = None) -> str:
-    """The titles' codes behind a ``title_first`` field's phrase, for a moderator: ``" (KDL40V4100)"``
+                       sides: tuple[Side, Side] | None = None) -> list[list[str]]:
+    """The titles' codes behind a ``title_first`` field's phrase, for a moderator: ``[["kdl40v4100"]]``
     (at most two shared codes, quantities left out when the field ignores them) after "same",
-    ``" (DVPNS57PS / DVPNS57PB)"`` (at most two codes of each title the other lacks, quantities
-    such as ``47INCH`` only when the titles differ in nothing else) after "near-same" or
-    "different"; ``""`` when the titles do not both have codes or the phrase rests
-    on model numbers named elsewhere in a record. Upper case, joined forms: the codes the score
-    used (:meth:`Side.title_codes`, kept by each side) when ``sides`` are given, else the titles'
-    own (:func:`metrics.record_title_models`, the same for a document signed with them)."""
+    ``[["dvpns57ps"], ["dvpns57pb"]]`` (at most two codes of each title the other lacks, quantities
+    such as ``47inch`` only when the titles differ in nothing else) after "near-same" or
+    "different"; ``[]`` when the titles do not both have codes or the phrase rests
+    on model numbers named elsewhere in a record. Joined, lower-case forms (:func:`_detail` shows them
+    upper-case): the codes the score used (:meth:`Side.title_codes`, kept by each side) when
+    ``sides`` are given, else the titles' own (:func:`metrics.record_title_models`, the same for a
+    document signed with them)."""
     if sides is not None:
         ca, cb = sides[0].title_codes(), sides[1].title_codes()
     else:
         ca, cb = m.record_title_models(a_fields), m.record_title_models(b_fields)
     if not (ca and cb):
-        return ""
+        return []
     iq = spec.params.get("ignore_quantities")
     if word == "same":
         shared = sorted(c for c in ca & cb if not (iq and m.is_quantity(c)))
-        return f" ({' '.join(shared[:2]).upper()})" if shared else ""
+        return [shared[:2]] if shared else []
     only_a, only_b = sorted(ca - cb), sorted(cb - ca)
     if iq:  # quantities only when the codes differ in nothing else (47INCH / 55INCH)
         qa, qb = [c for c in only_a if not m.is_quantity(c)], [c for c in only_b if not m.is_quantity(c)]
         if qa and qb:
             only_a, only_b = qa, qb
     if not (only_a and only_b):
-        return ""
-    return f" ({' '.join(only_a[:2]).upper()} / {' '.join(only_b[:2]).upper()})"
+        return []
+    return [only_a[:2], only_b[:2]]
 
 
 def _detail(spec: FieldSpec, sim: float, a_fields: Mapping[str, Any], b_fields: Mapping[str, Any],
@@ -489,10 +490,10 @@ def _detail(spec: FieldSpec, sim: float, a_fields: Mapping[str, Any], b_fields: 
         return f"price gap {max(a, b) / min(a, b):.1f}x" if min(a, b) > 0 else "price gap"
     if spec.metric == "exact":
         word = "same" if sim >= 1.0 else "near-same" if sim > 0.0 else "different"
-        codes = _title_codes_shown(spec, word, a_fields, b_fields, sides) if spec.params.get("title_first") else ""
-        shown = codes.strip(" ()").replace(" / ", " ").split()
-        if shown and all(m.is_quantity(c.lower()) for c in shown):  # a dimension or a unit quantity
+        shown = _title_codes_shown(spec, word, a_fields, b_fields, sides) if spec.params.get("title_first") else []
+        if shown and all(m.is_quantity(c) for group in shown for c in group):  # a dimension or a unit quantity
             label = "size"  # (120X60 / 140X70: a table's, not a model's)
+        codes = f" ({' / '.join(' '.join(group).upper() for group in shown)})" if shown else ""
         return f"{word} {label}{codes}"
     if spec.metric == "price":
         a, b = m.price_value(a_fields.get(spec.name)), m.price_value(b_fields.get(spec.name))
