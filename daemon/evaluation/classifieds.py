@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.evaluation.datasets import with_reposts, write_labelled_set
+from daemon.scoring.metrics import english_ordinal
 
 CARS = (("VW", "Golf", "1.4 TSI"), ("VW", "Polo", "1.0 TSI"), ("Renault", "Clio", "1.2 TCe"),
         ("Renault", "Megane", "1.5 dCi"), ("Peugeot", "208", "1.2 PureTech"), ("Peugeot", "308", "1.6 HDi"),
@@ -108,11 +109,6 @@ class _Seller:
         self.rooms_in_words = rng.random() < 0.3
 
 
-def _ordinal(n: int) -> str:
-    """``2`` → ``2nd``."""
-    return f"{n}{'th' if n % 100 in (11, 12, 13) else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
-
-
 def _title(category: str, item: dict[str, Any], seller: _Seller, price: int, *,
            rooms_in_words: bool | None = None) -> str:
     """The ad's title in the seller's style, with its current price and (cars) mileage; a flat's
@@ -126,7 +122,7 @@ def _title(category: str, item: dict[str, Any], seller: _Seller, price: int, *,
     if category == "flat":
         words = seller.rooms_in_words if rooms_in_words is None else rooms_in_words
         rooms = ROOM_WORDS[item["rooms"] - 1] if words else str(item["rooms"])
-        floor = f" {_ordinal(item['floor'])} floor" if item.get("floor") else ""
+        floor = f" {english_ordinal(item['floor'])} floor" if item.get("floor") else ""
         base = f"{rooms} bed flat {item['surface']}m2{floor} {item['city']} {item['postcode']}"
         return f"{base} - €{price}/month" if seller.price_in_title else base
     if category == "clothes":

@@ -408,7 +408,7 @@ _ORDINAL = re.compile(r"(\d{1,4})(?:st|nd|rd|th|er|re|ere|e|eme|nde)")
 """An ordinal written with digits (a word of a normalised title): English ``1st`` ``2nd`` ``3rd``
 ``4th``, French ``1er`` ``1re`` ``2e`` ``2eme`` (``2ème`` with its accent folded) ``2nde``: a floor,
 an edition, a generation, an arrondissement. :func:`_title_parts` keeps it apart from the plain
-number (:func:`_ordinal`), so that ``2 bed flat, 2nd floor`` / ``2 bed flat, 4th floor`` are two
+number (:func:`english_ordinal`), so that ``2 bed flat, 2nd floor`` / ``2 bed flat, 4th floor`` are two
 flats rather than the first title's numbers ``{2}`` being covered by the second's ``{2, 4}``."""
 
 
@@ -426,10 +426,11 @@ as the title's numbers where the word stands alone: ``Two bedroom flat`` / ``Thr
 and ``neuf`` (also "new") are left out."""
 
 
-def _ordinal(digits: str) -> str:
+def english_ordinal(digits: str | int) -> str:
     """The canonical, English, form of an ordinal's number (:data:`_ORDINAL`): ``"02"`` ->
-    ``"2nd"``, ``"11"`` -> ``"11th"``, ``"21"`` -> ``"21st"``; so ``7e`` and ``7ème`` and ``7th``
-    are one, and a summary shows ``different numbers (2nd / 4th)``."""
+    ``"2nd"``, ``11`` -> ``"11th"``, ``"21"`` -> ``"21st"``; so ``7e`` and ``7ème`` and ``7th``
+    are one, and a summary shows ``different numbers (2nd / 4th)``. Raises ValueError when
+    ``digits`` is no whole number."""
     n = int(digits)
     suffix = "th" if n % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
@@ -1064,7 +1065,7 @@ def _title_parts(title: str, price: float | None = None) -> TitleParts:
             else:
                 plain.update([x for x in _SPLIT_CODE.split(w) if len(x) > 1])
         elif (o := _ORDINAL.fullmatch(w)) is not None:
-            ordinals.add(_ordinal(o.group(1)))
+            ordinals.add(english_ordinal(o.group(1)))
         elif not model_numbers(w):
             nums.update(_canonical_number(n) for n in _NUMBER.findall(w)
                         if len(n.split(".")[0]) <= MAX_NUMBER_DIGITS)
@@ -1084,7 +1085,7 @@ def title_numbers(title: str) -> frozenset[str]:
     at most :data:`MAX_NUMBER_DIGITS` digits before the point: sizes, capacities, versions,
     generations (``40'``, ``120GB``, ``7th``, ``Windows 7``, ``Passport 8500``, ``9500ci``), as
     canonical decimal strings (``"2.0"`` -> ``"2"``; ``"50,000"`` is one 5-digit number, so left
-    out); an ordinal in its English form (``"7th"``, from ``7th`` or French ``7e``, :func:`_ordinal`)."""
+    out); an ordinal in its English form (``"7th"``, from ``7th`` or French ``7e``, :func:`english_ordinal`)."""
     return _title_parts(title)[0]
 
 
@@ -1117,7 +1118,7 @@ def _covered(small: frozenset[str], large: frozenset[str]) -> bool:
     for n in small:
         if n in large or n in whole or n.split(".")[0] in large:
             continue
-        other = n.rstrip("stndrh") if n[-1].isalpha() else _ordinal(n) if n.isdigit() else None
+        other = n.rstrip("stndrh") if n[-1].isalpha() else english_ordinal(n) if n.isdigit() else None
         if other is None or other not in large or other in small:
             return False
     return True
