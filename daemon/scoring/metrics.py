@@ -707,24 +707,27 @@ _ATTRIBUTE_WORDS = frozenset(ATTRIBUTES)
 _VARIANT_WORDS = COLOURS | SIZES | _ATTRIBUTE_WORDS
 
 
+def _each_lacks(x: frozenset[str], y: frozenset[str]) -> bool:
+    """Whether two non-empty sets each hold a value the other lacks (neither covers the other)."""
+    return bool(x) and bool(y) and not (x <= y or y <= x)
+
+
 def variant_difference(wa: frozenset[str], wb: frozenset[str]) -> tuple[str, frozenset[str], frozenset[str]] | None:
     """The first attribute in which two titles' words (:func:`_title_parts`) each name a value the
     other lacks: ``("colour", {"black"}, {"red"})``, ``("size", {"size:m"}, {"size:l"})`` (:data:`SIZES`), or one
     of :data:`ATTRIBUTES`' (``("gender", {"men"}, {"women"})``, values in their canonical form);
     None when no attribute does (a value named by one title only, or by both, is no difference)."""
-    ca, cb = wa & COLOURS, wb & COLOURS
-    if ca and cb and not (ca <= cb or cb <= ca):
-        return "colour", ca - cb, cb - ca
-    ca, cb = wa & SIZES, wb & SIZES
-    if ca and cb and not (ca <= cb or cb <= ca):
-        return "size", ca - cb, cb - ca
+    for kind, vocabulary in (("colour", COLOURS), ("size", SIZES)):
+        ca, cb = wa & vocabulary, wb & vocabulary
+        if _each_lacks(ca, cb):
+            return kind, ca - cb, cb - ca
     aa, ab = wa & _ATTRIBUTE_WORDS, wb & _ATTRIBUTE_WORDS
     if not aa or not ab:
         return None
     for kind in sorted({ATTRIBUTES[w][0] for w in aa} & {ATTRIBUTES[w][0] for w in ab}):
         va = frozenset(ATTRIBUTES[w][1] for w in aa if ATTRIBUTES[w][0] == kind)
         vb = frozenset(ATTRIBUTES[w][1] for w in ab if ATTRIBUTES[w][0] == kind)
-        if not (va <= vb or vb <= va):
+        if _each_lacks(va, vb):
             return kind, va - vb, vb - va
     return None
 
